@@ -1,0 +1,119 @@
+"""Counts test cases from Bazel's Build Event Protocol files.
+
+    bazel test //... --build_event_json_file=/tmp/bep.json
+    python tools/test_summary.py /tmp/bep.json [more.json ...]
+
+Bazel's own summary counts test targets; this reads each target's test.xml
+(JUnit XML that pytest_test writes) and prints one line per target and a last
+line `N passed, N failed, N skipped` counting test cases. A target that failed
+to build, crashed, or timed out without a failing case in its XML counts as one
+failed case, so no failure goes uncounted. Exit status 1 if anything failed.
+"""
+
+import argparse
+import json
+import sys
+import xml.etree.ElementTree as ET
+from urllib.parse import unquote, urlparse
+
+_NOT_RUN = {"FAILED_TO_BUILD", "NO_STATUS", "INCOMPLETE", "REMOTE_FAILURE", "TOOL_HALTED_BEFORE_TESTING"}
+
+
+def read_events(path):
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                yield json.loads(line)
+
+
+def count_cases(xml_path):
+    """(passed, failed, skipped) test cases in a JUnit XML file, or None if unreadable."""
+    try:
+        root = ET.parse(xml_path).getroot()
+    except (OSError, ET.ParseError):
+        return None
+    passed = failed = skipped = 0
+    for case in root.iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            failed += 1
+        elif case.find("skipped") is not None:
+            skipped += 1
+        else:
+            passed += 1
+    return passed, failed, skipped
+
+
+class Target:
+    def __init__(self, label):
+        self.label = label
+        self.status = None      # the testSummary's overall status
+        self.results = {}       # (run, shard) -> (status, test.xml path, cached)
+        self.skipped = False    # incompatible with the configuration
+
+    def counts(self):
+        if self.skipped:
+            return 0, 0, 1
+        passed = failed = skipped = 0
+        for status, xml, _ in self.results.values():
+            cases = count_cases(xml) if xml else None
+            if cases is None:
+                cases = (1, 0, 0) if status == "PASSED" else (0, 1, 0)
+            elif status != "PASSED" and cases[1] == 0:
+                cases = (cases[0], 1, cases[2])  # timeout or crash after the XML was written
+            passed, failed, skipped = passed + cases[0], failed + cases[1], skipped + cases[2]
+        if not self.results and self.status in _NOT_RUN:
+            failed += 1
+        return passed, failed, skipped
+
+
+def summarise(paths):
+    targets = {}
+    tests = set()  # labels of test rules; other skipped targets are not counted
+    for path in paths:
+        for event in read_events(path):
+            ident = event.get("id", {})
+            if "targetConfigured" in ident and "testSize" in event.get("configured", {}):
+                tests.add(ident["targetConfigured"]["label"])
+            elif "testResult" in ident:
+                key = ident["testResult"]
+                target = targets.setdefault(key["label"], Target(key["label"]))
+                result = event.get("testResult", {})
+                xml = None
+                for output in result.get("testActionOutput", []):
+                    if output.get("name") == "test.xml" and output.get("uri", "").startswith("file://"):
+                        xml = unquote(urlparse(output["uri"]).path)
+                # Later attempts (flaky retries) replace earlier ones.
+                target.results[(key.get("run", 1), key.get("shard", 1))] = (
+                    result.get("status", "NO_STATUS"), xml, result.get("cachedLocally", False))
+            elif "testSummary" in ident:
+                label = ident["testSummary"]["label"]
+                targets.setdefault(label, Target(label)).status = \
+                    event.get("testSummary", {}).get("overallStatus")
+            elif "targetCompleted" in ident and event.get("aborted", {}).get("reason") == "SKIPPED":
+                label = ident["targetCompleted"]["label"]
+                targets.setdefault(label, Target(label)).skipped = True
+    return {label: target for label, target in targets.items() if label in tests}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("bep_files", nargs="+", help="files written by --build_event_json_file")
+    args = parser.parse_args(argv)
+    totals = [0, 0, 0]
+    for label, target in sorted(summarise(args.bep_files).items()):
+        counts = target.counts()
+        totals = [t + c for t, c in zip(totals, counts)]
+        if target.skipped:
+            state = "SKIPPED"
+        else:
+            state = "FAILED" if counts[1] else "PASSED"
+            if any(cached for _, _, cached in target.results.values()):
+                state += " (cached)"
+        print("%-14s %-60s %d passed, %d failed, %d skipped" % ((state, label) + counts))
+    print("%d passed, %d failed, %d skipped" % tuple(totals))
+    return 1 if totals[1] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""The pinned environment: tests run inside it; its creation fails clearly and atomically."""
+
+import importlib
+import os
+import sys
+
+import pytest
+
+from tools import python_env
+
+LOCK = os.path.join(os.environ["TEST_SRCDIR"], os.environ["TEST_WORKSPACE"], "requirements.lock")
+
+
+def test_py_test_runs_inside_the_environment_built_from_this_lock():
+    with open(LOCK, "rb") as f:
+        expected = python_env.env_path(f.read())
+    assert sys.prefix == expected
+    for module in ("numpy", "torch", "pytest", "hypothesis"):
+        assert importlib.import_module(module).__file__.startswith(sys.prefix + os.sep), module
+
+
+def test_every_locked_package_is_installed_at_its_pinned_version():
+    from importlib import metadata
+    with open(LOCK) as f:
+        text = f.read()
+    python_env.check_lock(text)
+    pins = dict(line.split(" ", 1)[0].split("==") for line in text.splitlines()
+                if "==" in line and not line.startswith(("#", " ")))
+    assert len(pins) > 50
+    for name, version in pins.items():
+        assert metadata.version(name) == version, name
+
+
+def test_lock_without_hashes_is_refused_with_one_line():
+    with pytest.raises(python_env.SetupError) as err:
+        python_env.check_lock("numpy==2.4.6\nscipy==1.17.1 \\\n    --hash=sha256:abc\ntqdm>=4\n")
+    message = str(err.value)
+    assert "\n" not in message
+    assert "without --hash: numpy" in message and "not pinned with ==: tqdm>=4" in message
+    assert "tools/update_lock.sh" in message
+
+
+def test_wrong_python_version_is_refused_with_one_line():
+    with pytest.raises(python_env.SetupError, match=r"Python 3\.11 is required.*3\.9") as err:
+        python_env.check_python(version_info=(3, 9, 18), executable="/usr/bin/python3")
+    assert "\n" not in str(err.value)
+
+
+def test_too_little_disk_is_refused_before_installing(tmp_path):
+    with pytest.raises(python_env.SetupError, match="GiB free .* FRAMEWORK_INTERNALS_CACHE"):
+        python_env.check_free_space(str(tmp_path), need=1 << 60)
+
+
+def test_full_disk_during_pip_is_named_as_such():
+    output = "ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device"
+    assert python_env.classify_pip_failure(output, "/cache/x").startswith("the disk filled up")
+
+
+def test_an_environment_that_fails_its_check_is_never_published(tmp_path, monkeypatch):
+    # A lock pinning nothing installs fine but cannot import the frameworks: ensure()
+    # must fail, remove its scratch folder and leave no environment under the final name.
+    monkeypatch.setenv("FRAMEWORK_INTERNALS_CACHE", str(tmp_path))
+    lock = tmp_path / "empty.lock"
+    lock.write_text("# nothing pinned\n")
+    with pytest.raises(python_env.SetupError, match="fails to import"):
+        python_env.ensure(str(lock))
+    final = python_env.env_path(lock.read_bytes())
+    assert not os.path.exists(final)
+    assert os.listdir(os.path.dirname(final)) == [".lock"]

@@ -1,0 +1,35 @@
+"""`torch_op_library`: a shared library of PyTorch operators.
+
+    torch_op_library(
+        name = "warp_softmax",
+        srcs = ["torch_op.cc"],
+        deps = [":softmax_core"],
+    )
+
+builds `warp_softmax.so`, which `torch.ops.load_library(path)` loads; its
+TORCH_LIBRARY blocks then register the operators. Compiled as torch's own
+extensions are (C++20, torch's _GLIBCXX_USE_CXX11_ABI, headers of the torch
+in the pinned environment), so it loads without undefined symbols.
+"""
+
+load("@python_env//:flags.bzl", "TORCH_COPTS")
+load("@rules_cc//cc:defs.bzl", "cc_binary")
+
+def torch_op_library(name, srcs, deps = [], copts = [], **kwargs):
+    """Builds `<name>.so` against the environment's torch.
+
+    Args:
+      name: the library's name, without `.so`.
+      srcs: C++ sources registering operators with TORCH_LIBRARY / TORCH_LIBRARY_IMPL.
+      deps: cc targets it links (kernel cores, cuda_library targets).
+      copts: extra compiler flags.
+      **kwargs: passed to cc_binary (visibility, tags, target_compatible_with).
+    """
+    cc_binary(
+        name = name + ".so",
+        srcs = srcs,
+        copts = TORCH_COPTS + ["-O3", "-DTORCH_EXTENSION_NAME=" + name] + copts,
+        linkshared = True,
+        deps = deps + ["@python_env//:torch"],
+        **kwargs
+    )
