@@ -6,35 +6,31 @@
         deps = [":fastmath_core"],
     )
 
-builds `fastmath.so` (importable as `<package>.fastmath`) and a py_library
-`:fastmath` to put in a py_library's or test's deps. Symbols are hidden by
-default (pybind11's recommendation), and libpython is not linked: the
-interpreter that imports the module provides it.
+    py_library(name = "lib", srcs = ["lib.py"], data = [":fastmath.so"])
+
+builds `fastmath.so`, importable as `<package>.fastmath` by any py_* target
+that has it in `data`. The workspace's policy on top of pybind11_bazel's
+macro (an offline stand-in under third_party/ for Bazel 4.2.3, the real one
+under bzlmod): C++17 and optimised code. Symbols are hidden and libpython is
+not linked: the interpreter that imports the module provides it.
 """
 
-load("@rules_cc//cc:defs.bzl", "cc_binary")
-load("@rules_python//python:defs.bzl", "py_library")
+load("@pybind11_bazel//:build_defs.bzl", _pybind_extension = "pybind_extension")
 
 def pybind_extension(name, srcs, deps = [], copts = [], **kwargs):
-    """Builds `<name>.so` with pybind11 and wraps it in py_library `<name>`.
+    """Builds the extension module `<name>.so` (PYBIND11_MODULE(<name>, m) in `srcs`).
 
     Args:
-      name: the module's name: PYBIND11_MODULE(<name>, m) in the sources.
+      name: the module's name.
       srcs: C++ sources and private headers.
-      deps: cc targets it links (a cuda_library, a kernel core...).
+      deps: cc targets it links (a kernel core, a cuda_library...).
       copts: extra compiler flags.
-      **kwargs: passed to both targets (visibility, tags, target_compatible_with).
+      **kwargs: passed on (visibility, tags, target_compatible_with).
     """
-    cc_binary(
-        name = name + ".so",
-        srcs = srcs,
-        copts = ["-std=c++17", "-fvisibility=hidden", "-O3"] + copts,
-        linkshared = True,
-        deps = deps + ["@python_env//:pybind11"],
-        **kwargs
-    )
-    py_library(
+    _pybind_extension(
         name = name,
-        data = [":" + name + ".so"],
+        srcs = srcs,
+        deps = deps,
+        copts = ["-std=c++17", "-O3"] + copts,
         **kwargs
     )

@@ -14,7 +14,7 @@ arguments go in `args` (`-k expr`, `-x`...); at run time,
 
 load("@rules_python//python:defs.bzl", "py_test")
 
-def pytest_test(name, srcs, deps = [], args = [], **kwargs):
+def pytest_test(name, srcs, deps = [], args = [], size = "small", **kwargs):
     """Runs `srcs` with pytest under the workspace's pinned interpreter.
 
     Args:
@@ -22,6 +22,7 @@ def pytest_test(name, srcs, deps = [], args = [], **kwargs):
       srcs: the test files (test_*.py or *_test.py).
       deps: py_library targets the tests import.
       args: extra pytest arguments, before the test files.
+      size: Bazel's test size (its timeout); "small" (60 s) unless the test needs longer.
       **kwargs: passed to py_test (data, size, tags, shard_count...).
     """
     py_test(
@@ -31,5 +32,6 @@ def pytest_test(name, srcs, deps = [], args = [], **kwargs):
         args = args + ["$(location %s)" % src for src in srcs],
         python_version = "PY3",
         deps = deps,
+        size = size,
         **kwargs
     )

@@ -5,7 +5,8 @@
 
 Bazel's own summary counts test targets; this reads each target's test.xml
 (JUnit XML that pytest_test writes) and prints one line per target and a last
-line `N passed, N failed, N skipped` counting test cases. A target that failed
+line `N passed, N failed, N skipped` counting test cases (and, with --checks,
+the results of checks run outside Bazel). A target that failed
 to build, crashed, or timed out without a failing case in its XML counts as one
 failed case, so no failure goes uncounted. Exit status 1 if anything failed.
 """
@@ -99,6 +100,8 @@ def summarise(paths):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("bep_files", nargs="+", help="files written by --build_event_json_file")
+    parser.add_argument("--checks", help="a file of 'PASSED name' / 'FAILED name' lines from "
+                                         "checks run outside Bazel (.ci/run's), counted too")
     args = parser.parse_args(argv)
     totals = [0, 0, 0]
     for label, target in sorted(summarise(args.bep_files).items()):
@@ -111,6 +114,13 @@ def main(argv=None):
             if any(cached for _, _, cached in target.results.values()):
                 state += " (cached)"
         print("%-14s %-60s %d passed, %d failed, %d skipped" % ((state, label) + counts))
+    if args.checks:
+        with open(args.checks) as f:
+            for line in f:
+                state, _, name = line.strip().partition(" ")
+                if state in ("PASSED", "FAILED"):
+                    totals[1 if state == "FAILED" else 0] += 1
+                    print("%-14s %s" % (state, "check " + name))
     print("%d passed, %d failed, %d skipped" % tuple(totals))
     return 1 if totals[1] else 0
 

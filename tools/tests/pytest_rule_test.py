@@ -6,7 +6,9 @@ import sys
 import textwrap
 import xml.etree.ElementTree as ET
 
-MAIN = os.path.join(os.environ["TEST_SRCDIR"], os.environ["TEST_WORKSPACE"], "tools", "pytest_main.py")
+# The workspace root: in Bazel's runfiles, or in the source tree under tools/python.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MAIN = os.path.join(ROOT, "tools", "pytest_main.py")
 
 
 def run_main(tmp_path, source):

@@ -8,7 +8,9 @@ import pytest
 
 from tools import python_env
 
-LOCK = os.path.join(os.environ["TEST_SRCDIR"], os.environ["TEST_WORKSPACE"], "requirements.lock")
+# The workspace root: in Bazel's runfiles, or in the source tree under tools/python.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LOCK = os.path.join(ROOT, "requirements.lock")
 
 
 def test_py_test_runs_inside_the_environment_built_from_this_lock():

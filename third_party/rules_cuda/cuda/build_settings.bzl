@@ -1,8 +1,4 @@
-"""Command-line build settings (Bazel 4.2.3 has no bazel_skylib offline).
-
-    bool_flag(name = "cuda", build_setting_default = False)
-    --//tools/config:cuda=true
-"""
+"""Command-line build settings (bazel_skylib cannot be fetched here)."""
 
 BuildSettingInfo = provider(
     doc = "The value of a build setting.",
