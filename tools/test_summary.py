@@ -1,11 +1,12 @@
 """Counts test cases from Bazel's Build Event Protocol files.
 
-    bazel test //... --build_event_json_file=/tmp/bep.json
-    python tools/test_summary.py /tmp/bep.json [more.json ...]
+    bazel test //... --build_event_json_file=/tmp/cpu.json
+    python tools/test_summary.py /tmp/cpu.json [/tmp/cuda.json ...]
 
 Bazel's own summary counts test targets; this reads each target's test.xml
 (JUnit XML that pytest_test writes) and prints one line per target and a last
-line `N passed, N failed, N skipped` counting test cases (and, with --checks,
+line `N passed, N failed, N skipped` counting test cases over all the files,
+each one invocation, named by its file's stem (and, with --checks,
 the results of checks run outside Bazel). A target that failed
 to build, crashed, or timed out without a failing case in its XML counts as one
 failed case, so no failure goes uncounted. Exit status 1 if anything failed.
@@ -13,6 +14,7 @@ failed case, so no failure goes uncounted. Exit status 1 if anything failed.
 
 import argparse
 import json
+import os
 import sys
 import xml.etree.ElementTree as ET
 from urllib.parse import unquote, urlparse
@@ -68,33 +70,34 @@ class Target:
         return passed, failed, skipped
 
 
-def summarise(paths):
+def summarise(path):
+    """The test targets of one Bazel invocation, by label."""
     targets = {}
     tests = set()  # labels of test rules; other skipped targets are not counted
-    for path in paths:
-        for event in read_events(path):
-            ident = event.get("id", {})
-            if "targetConfigured" in ident and "testSize" in event.get("configured", {}):
-                tests.add(ident["targetConfigured"]["label"])
-            elif "testResult" in ident:
-                key = ident["testResult"]
-                target = targets.setdefault(key["label"], Target(key["label"]))
-                result = event.get("testResult", {})
-                xml = None
-                for output in result.get("testActionOutput", []):
-                    if output.get("name") == "test.xml" and output.get("uri", "").startswith("file://"):
-                        xml = unquote(urlparse(output["uri"]).path)
-                # Later attempts (flaky retries) replace earlier ones.
-                target.results[(key.get("run", 1), key.get("shard", 1))] = (
-                    result.get("status", "NO_STATUS"), xml, result.get("cachedLocally", False))
-            elif "testSummary" in ident:
-                label = ident["testSummary"]["label"]
-                targets.setdefault(label, Target(label)).status = \
-                    event.get("testSummary", {}).get("overallStatus")
-            elif "targetCompleted" in ident and event.get("aborted", {}).get("reason") == "SKIPPED":
-                label = ident["targetCompleted"]["label"]
-                targets.setdefault(label, Target(label)).skipped = True
-    return {label: target for label, target in targets.items() if label in tests}
+
+    def target(label):
+        return targets.setdefault(label, Target(label))
+
+    for event in read_events(path):
+        ident = event.get("id", {})
+        if "targetConfigured" in ident and "testSize" in event.get("configured", {}):
+            tests.add(ident["targetConfigured"]["label"])
+        elif "testResult" in ident:
+            key = ident["testResult"]
+            result = event.get("testResult", {})
+            xml = None
+            for output in result.get("testActionOutput", []):
+                if output.get("name") == "test.xml" and output.get("uri", "").startswith("file://"):
+                    xml = unquote(urlparse(output["uri"]).path)
+            # Later attempts (flaky retries) replace earlier ones.
+            target(key["label"]).results[(key.get("run", 1), key.get("shard", 1))] = (
+                result.get("status", "NO_STATUS"), xml, result.get("cachedLocally", False))
+        elif "testSummary" in ident:
+            target(ident["testSummary"]["label"]).status = \
+                event.get("testSummary", {}).get("overallStatus")
+        elif "targetCompleted" in ident and event.get("aborted", {}).get("reason") == "SKIPPED":
+            target(ident["targetCompleted"]["label"]).skipped = True
+    return {label: t for label, t in targets.items() if label in tests}
 
 
 def main(argv=None):
@@ -104,7 +107,12 @@ def main(argv=None):
                                          "checks run outside Bazel (.ci/run's), counted too")
     args = parser.parse_args(argv)
     totals = [0, 0, 0]
-    for label, target in sorted(summarise(args.bep_files).items()):
+    rows = []
+    for path in args.bep_files:
+        # Each file is one invocation (one configuration), named for the file: cpu.json -> cpu.
+        config = os.path.splitext(os.path.basename(path))[0]
+        rows += [("%s [%s]" % (label, config), t) for label, t in summarise(path).items()]
+    for label, target in sorted(rows):
         counts = target.counts()
         totals = [t + c for t, c in zip(totals, counts)]
         if target.skipped:
