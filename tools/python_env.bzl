@@ -9,6 +9,7 @@ probes that environment's interpreter once and generates:
   :python_headers    Python.h and friends;
   :pybind11          pybind11's headers;
   :torch             torch's headers, libc10/libtorch_cpu/libtorch and its ABI define;
+  :torch_cuda        torch's CUDA libraries, when the environment's torch is a CUDA build;
   :tensorflow        TensorFlow's headers, libtensorflow_framework and its defines;
   flags.bzl          PYTHON, TORCH_COPTS, TORCH_CUDA (whether torch is a CUDA build),
                      TF_COPTS, for the macros in tools/.
@@ -88,6 +89,17 @@ cc_library(
     deps = [":python_headers"],
 )
 
+# torch's CUDA libraries and the CUDA library headers its ATen/cuda headers
+# include (cuBLAS, cuSPARSE... from the nvidia-* wheels): empty for a CPU build
+# of torch (TORCH_CUDA == "" in flags.bzl), which ships no ATen/cuda headers.
+cc_library(
+    name = "torch_cuda",
+    srcs = glob(["torch/lib/libc10_cuda.so", "torch/lib/libtorch_cuda.so"]),
+    hdrs = glob(["nvidia_include/**/*.h"]),
+    includes = {nvidia_includes},
+    deps = [":torch"],
+)
+
 cc_library(
     name = "tensorflow",
     srcs = ["tensorflow_lib/libtensorflow_framework.so.2"],
@@ -134,6 +146,15 @@ def _python_env_impl(ctx):
     ctx.symlink(probe["torch_dir"], "torch")
     ctx.symlink(probe["tf_include"], "tensorflow_include")
     ctx.symlink(probe["tf_lib"], "tensorflow_lib")
+    nvidia_includes = []
+    if probe["torch_cuda"]:
+        # CUDA wheels of torch put the CUDA libraries' headers in nvidia/cu<major>/include.
+        nvidia = ctx.path(probe["torch_dir"]).dirname.get_child("nvidia")
+        major = probe["torch_cuda"].split(".")[0]
+        include = nvidia.get_child("cu" + major).get_child("include")
+        if include.exists:
+            ctx.symlink(include, "nvidia_include")
+            nvidia_includes = ["nvidia_include"]
 
     tf_flags = probe["tf_compile_flags"].split(" ")
     tf_defines = [f[2:] for f in tf_flags if f.startswith("-D")]
@@ -145,6 +166,7 @@ def _python_env_impl(ctx):
         env = env,
         python = probe["python"],
         torch_abi = probe["torch_abi"],
+        nvidia_includes = repr(nvidia_includes),
         tf_defines = repr(tf_defines),
     ))
     ctx.file("flags.bzl", _FLAGS.format(

@@ -9,7 +9,8 @@ line `N passed, N failed, N skipped` counting test cases over all the files,
 each one invocation, named by its file's stem (and, with --checks,
 the results of checks run outside Bazel). A target that failed
 to build, crashed, or timed out without a failing case in its XML counts as one
-failed case, so no failure goes uncounted. Exit status 1 if anything failed.
+failed case, so no failure goes uncounted. Exit status 1 if anything failed
+(or, with --require-cached, if any test ran instead of coming from a cache).
 """
 
 import argparse
@@ -91,7 +92,10 @@ def summarise(path):
                     xml = unquote(urlparse(output["uri"]).path)
             # Later attempts (flaky retries) replace earlier ones.
             target(key["label"]).results[(key.get("run", 1), key.get("shard", 1))] = (
-                result.get("status", "NO_STATUS"), xml, result.get("cachedLocally", False))
+                result.get("status", "NO_STATUS"), xml,
+                # From the local action cache, or the disk/remote cache.
+                bool(result.get("cachedLocally")
+                     or result.get("executionInfo", {}).get("cachedRemotely")))
         elif "testSummary" in ident:
             target(ident["testSummary"]["label"]).status = \
                 event.get("testSummary", {}).get("overallStatus")
@@ -103,6 +107,8 @@ def summarise(path):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("bep_files", nargs="+", help="files written by --build_event_json_file")
+    parser.add_argument("--require-cached", action="store_true",
+                        help="fail unless every test result came from a cache (none ran)")
     parser.add_argument("--checks", help="a file of 'PASSED name' / 'FAILED name' lines from "
                                          "checks run outside Bazel (.ci/run's), counted too")
     args = parser.parse_args(argv)
@@ -122,6 +128,14 @@ def main(argv=None):
             if any(cached for _, _, cached in target.results.values()):
                 state += " (cached)"
         print("%-14s %-60s %d passed, %d failed, %d skipped" % ((state, label) + counts))
+    if args.require_cached:
+        ran = [label for label, t in rows for _, _, cached in t.results.values() if not cached]
+        results = sum(len(t.results) for _, t in rows)
+        for label in ran:
+            print("NOT CACHED     %s" % label)
+        print("%d of %d test results from the cache" % (results - len(ran), results))
+        if ran or not results:
+            return 1
     if args.checks:
         with open(args.checks) as f:
             for line in f:

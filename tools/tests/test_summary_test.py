@@ -87,3 +87,21 @@ def test_all_green_exits_zero(tmp_path, capsys):
         summary("//a:ok", "PASSED")])
     assert test_summary.main([bep]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "2 passed, 0 failed, 0 skipped"
+
+
+def test_require_cached_fails_when_a_test_ran(tmp_path, capsys):
+    events = [configured("//a:x"), result("//a:x", "PASSED", cached=True), summary("//a:x", "PASSED"),
+              configured("//a:y"), result("//a:y", "PASSED"), summary("//a:y", "PASSED")]
+    bep = write_bep(tmp_path / "cpu.json", events)
+    assert test_summary.main(["--require-cached", bep]) == 1
+    out = capsys.readouterr().out
+    assert "NOT CACHED     //a:y [cpu]" in out and "1 of 2 test results from the cache" in out
+    # Results that Bazel took from the disk cache count as cached too.
+    remote = result("//a:y", "PASSED")
+    remote["testResult"]["executionInfo"] = {"cachedRemotely": True}
+    bep = write_bep(tmp_path / "cpu.json", events[:3] + [configured("//a:y"), remote])
+    assert test_summary.main(["--require-cached", bep]) == 0
+
+
+def test_require_cached_fails_when_nothing_was_tested(tmp_path):
+    assert test_summary.main(["--require-cached", write_bep(tmp_path / "cpu.json", [])]) == 1
