@@ -1,0 +1,180 @@
+"""The backward pass: visit the recorded graph in reverse topological order.
+
+Each node (a Function instance, the `grad_fn` of the one tensor it produced)
+receives the sum of the gradients flowing into its output, calls its gradient
+rule once, and passes one gradient per input on. The order comes from an
+iterative depth-first search, so a chain of any length fits in Python's stack.
+"""
+
+import numpy as np
+
+from minigrad.function import FREED_MESSAGE
+from minigrad.grad_mode import _State
+from minigrad.tensor import Tensor
+
+
+def _topological_order(roots):
+    """Nodes reachable from `roots`, each before every node it depends on."""
+    order, visited = [], set()
+    for root in roots:
+        if root is None or root in visited:
+            continue
+        visited.add(root)
+        stack = [(root, iter(root.inputs))]
+        while stack:
+            node, inputs = stack[-1]
+            for value in inputs:
+                child = value.grad_fn if value.__class__ is Tensor else None
+                if child is not None and child not in visited:
+                    visited.add(child)
+                    stack.append((child, iter(child.inputs)))
+                    break
+            else:
+                stack.pop()
+                order.append(node)  # after all its inputs: post-order
+    order.reverse()
+    return order
+
+
+def _initial_grads(outputs, grad_outputs):
+    grads = []
+    for out, g in zip(outputs, grad_outputs):
+        if not out.requires_grad:
+            raise RuntimeError("element %d of the outputs does not require grad and has no grad_fn"
+                               % len(grads))
+        if g is None:
+            if out.data.size != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs; pass a "
+                                   "gradient of shape %s" % (tuple(out.shape),))
+            g = Tensor._wrap(np.ones_like(out.data))
+        elif not isinstance(g, Tensor):
+            g = Tensor(g)
+        if g.shape != out.shape:
+            raise RuntimeError("gradient of shape %s does not match the output's shape %s"
+                               % (tuple(g.shape), tuple(out.shape)))
+        grads.append(g)
+    return grads
+
+
+def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None):
+    """Propagates; accumulates into leaves' .grad, or, with `capture` (tensors), returns
+    {id(tensor): gradient} for those tensors and touches no .grad."""
+    grads = _initial_grads(outputs, grad_outputs)
+    pending = {}   # node -> gradient of its output so far
+    leaf_grads = {}  # id(leaf) -> gradient, when capturing
+    captured_nodes = {}
+    delivered = set()  # ids of arrays given to leaves' .grad in this pass
+    if capture is not None:
+        for t in capture:
+            if t.grad_fn is not None:
+                captured_nodes[t.grad_fn] = t
+    for out, g in zip(outputs, grads):
+        if out.grad_fn is None:  # a leaf as output: its gradient is the given one
+            _deliver(out, g, create_graph, leaf_grads if capture is not None else None, delivered)
+        else:
+            pending[out.grad_fn] = pending[out.grad_fn] + g if out.grad_fn in pending else g
+
+    prev = _State.enabled
+    _State.enabled = create_graph
+    try:
+        for node in _topological_order([o.grad_fn for o in outputs]):
+            grad = pending.pop(node, None)
+            if grad is None:
+                continue
+            if captured_nodes and node in captured_nodes:
+                leaf_grads[id(captured_nodes[node])] = grad
+            if node._freed:
+                raise RuntimeError(FREED_MESSAGE)
+            input_grads = node.backward(node, grad)
+            if not isinstance(input_grads, tuple):
+                input_grads = (input_grads,)
+            if len(input_grads) != len(node.inputs):
+                input_grads = _pad(node, input_grads)
+            if not retain_graph:
+                node._free()
+            for value, g in zip(node.inputs, input_grads):
+                if g is None or value.__class__ is not Tensor or not value._requires_grad:
+                    continue
+                child = value.grad_fn
+                if child is None:
+                    _deliver(value, g, create_graph, leaf_grads if capture is not None else None,
+                             delivered)
+                elif child in pending:
+                    pending[child] = pending[child] + g
+                else:
+                    pending[child] = g
+    finally:
+        _State.enabled = prev
+    return leaf_grads
+
+
+def _pad(node, input_grads):
+    """Gradients for trailing non-tensor arguments (dims, shapes) may be left out."""
+    missing = node.inputs[len(input_grads):]
+    if len(input_grads) > len(node.inputs) or any(_needs_grad(v) for v in missing):
+        raise RuntimeError("%s.backward returned %d gradients for %d inputs"
+                           % (type(node).__name__, len(input_grads), len(node.inputs)))
+    return input_grads + (None,) * len(missing)
+
+
+def _needs_grad(value):
+    return value.__class__ is Tensor and value.requires_grad
+
+
+def _deliver(leaf, grad, create_graph, into, delivered):
+    if not create_graph and grad._requires_grad:  # only a caller-given gradient can be
+        grad = grad.detach()
+    if into is not None:
+        key = id(leaf)
+        into[key] = into[key] + grad if key in into else grad
+    elif leaf.grad is None:
+        # Each leaf gets an array of its own, so updating one .grad in place cannot change
+        # another: views, and arrays already handed to another leaf, are copied.
+        array = grad.data
+        dtype = leaf.data.dtype
+        if not create_graph and (array.base is not None or id(array) in delivered
+                                 or (array.dtype is not dtype and array.dtype != dtype)):
+            grad = Tensor._wrap(np.array(array, dtype=dtype))
+        delivered.add(id(grad.data))
+        leaf.grad = grad
+    else:
+        leaf.grad = leaf.grad + grad
+
+
+def backward(tensor, gradient=None, retain_graph=None, create_graph=False):
+    """Tensor.backward: accumulates into .grad of the leaves that require grad."""
+    if retain_graph is None:
+        retain_graph = create_graph
+    _run([tensor], [gradient], retain_graph, create_graph)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=False):
+    """The gradients of `outputs` with respect to `inputs`, without touching any .grad.
+
+    Like torch.autograd.grad: returns a tuple with one gradient per input;
+    create_graph=True makes them differentiable (for higher-order gradients).
+    """
+    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    single = isinstance(inputs, Tensor)
+    inputs = [inputs] if single else list(inputs)
+    if grad_outputs is None:
+        grad_outputs = [None] * len(outputs)
+    elif isinstance(grad_outputs, Tensor):
+        grad_outputs = [grad_outputs]
+    if len(grad_outputs) != len(outputs):
+        raise RuntimeError("got %d grad_outputs for %d outputs" % (len(grad_outputs), len(outputs)))
+    for t in inputs:
+        if not t.requires_grad:
+            raise RuntimeError("one of the inputs does not require grad")
+    if retain_graph is None:
+        retain_graph = create_graph
+    found = _run(outputs, grad_outputs, retain_graph, create_graph, capture=inputs)
+    result = []
+    for i, t in enumerate(inputs):
+        g = found.get(id(t))
+        if g is None and not allow_unused:
+            raise RuntimeError("input %d was not used to compute the outputs; pass "
+                               "allow_unused=True to get None for it" % i)
+        result.append(g)
+    return tuple(result)

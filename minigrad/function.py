@@ -1,0 +1,107 @@
+"""Function: one differentiable operation, and the graph node that records it.
+
+    class Square(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return Tensor(x.data ** 2)
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return grad * 2 * x
+
+    y = Square.apply(x)
+
+As in PyTorch: forward takes and returns Tensors and runs with recording off;
+backward returns one gradient (or None) per forward argument and is itself
+recorded only under create_graph. The `ctx` is the graph node: an instance of
+the Function subclass that becomes the output's `grad_fn`.
+"""
+
+from minigrad.grad_mode import _State
+from minigrad.tensor import Tensor
+
+FREED_MESSAGE = ("Trying to backward through the graph a second time (or to read saved tensors after "
+          "they were freed). Saved values are freed by backward() and minigrad.grad(); pass "
+          "retain_graph=True to the first call to backward through the graph again.")
+
+
+class Function:
+    """Base class of every operation; see the module docstring."""
+
+    # Defaults of the node's state; the instance sets what differs.
+    inputs = ()
+    _saved = ()
+    _versions = ()
+    _freed = False
+    _recording = False
+
+    @staticmethod
+    def forward(ctx, *args):
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *args):
+        if not _State.enabled:
+            # Nothing will be recorded (no_grad, or a backward pass without create_graph):
+            # forward gets a context that records nothing, and no bookkeeping. This is most
+            # calls in backward, where per-call overhead is what counts.
+            return cls.forward(cls.__new__(cls), *args)
+        ctx = cls.__new__(cls)
+        track = False  # whether any input needs a gradient
+        for arg in args:
+            if arg.__class__ is Tensor and arg._requires_grad:
+                track = True
+                break
+        ctx._recording = track
+        prev = _State.enabled
+        _State.enabled = False
+        try:
+            out = cls.forward(ctx, *args)
+        finally:
+            _State.enabled = prev
+        if track:
+            ctx.inputs = args
+            out._requires_grad = True  # an operation's output: floating point, no checks needed
+            out.grad_fn = ctx
+        return out
+
+    def save_for_backward(self, *tensors):
+        if not self._recording:  # no backward will read them
+            return
+        self._saved = tensors
+        # Checked when backward reads them: an in-place change since would give a wrong gradient.
+        self._versions = [t._version for t in tensors]
+
+    @property
+    def saved_tensors(self):
+        if self._freed:
+            raise RuntimeError(FREED_MESSAGE)
+        for t, version in zip(self._saved, self._versions):
+            if t._version != version:
+                raise RuntimeError(
+                    "one of the tensors needed for gradient computation was modified by an in-place "
+                    "operation: a saved tensor of shape %s used by %s is at version %d, expected "
+                    "version %d. Make the change out of place, or after backward()."
+                    % (tuple(t.shape), type(self).__name__, t._version, version))
+        return self._saved
+
+    @property
+    def needs_input_grad(self):
+        return tuple(a.__class__ is Tensor and a.requires_grad for a in self.inputs)
+
+    def _free(self):
+        """Drops what forward kept for backward (saved tensors and attributes set on ctx)."""
+        inputs = self.inputs
+        self.__dict__.clear()
+        self.inputs = inputs
+        self._freed = True
+
+    def __repr__(self):
+        return "<%sBackward>" % type(self).__name__
+

@@ -1,0 +1,191 @@
+"""Neural-network functions: relu, softmax, log_softmax, cross_entropy.
+
+softmax, log_softmax and cross_entropy are fused Functions: one node each in
+the graph, numerically stable (the row maximum is subtracted before exp), with
+gradient rules written in Tensor operations so they differentiate again.
+"""
+
+import numpy as np
+
+from minigrad import ops
+from minigrad.function import Function
+from minigrad.tensor import Tensor
+
+
+def relu(x):
+    return ops.ReLU.apply(x)
+
+
+def _log_softmax(x, axis):
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+def _softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _softmax_parts(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e, e.sum(axis=1, keepdims=True)
+
+
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _needs(value):
+    return isinstance(value, Tensor) and value.requires_grad
+
+
+def _dim(x, dim):
+    if not -x.ndim <= dim < max(x.ndim, 1):
+        raise IndexError("dim %d is out of range for a tensor with %d dimensions" % (dim, x.ndim))
+    return dim % max(x.ndim, 1)
+
+
+class Softmax(Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        ctx.dim = dim = _dim(x, dim)
+        out = Tensor._wrap(_softmax(x.data, dim))
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return Softmax.backward_of(y, grad, ctx.dim), None
+
+    @staticmethod
+    def backward_of(y, grad, dim):
+        """The vector-Jacobian product of softmax at output y."""
+        return y * (grad - (grad * y).sum(dim, keepdim=True))
+
+
+class LogSoftmax(Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        ctx.dim = dim = _dim(x, dim)
+        out = Tensor._wrap(_log_softmax(x.data, dim))
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return grad - out.exp() * grad.sum(ctx.dim, keepdim=True), None
+
+
+def softmax(x, dim=-1):
+    return Softmax.apply(x, dim)
+
+
+def log_softmax(x, dim=-1):
+    return LogSoftmax.apply(x, dim)
+
+
+class CrossEntropy(Function):
+    """Mean negative log-likelihood of integer class targets under softmax(logits)."""
+
+    @staticmethod
+    def forward(ctx, logits, target):
+        x = logits.data
+        if x.ndim != 2:
+            raise ValueError("cross_entropy: logits must be (batch, classes), got shape %s"
+                             % (tuple(x.shape),))
+        if target.dtype.kind not in "iu":
+            raise TypeError("cross_entropy: target must hold integer class indices, got dtype %s"
+                            % target.dtype)
+        if target.shape != (x.shape[0],):
+            raise ValueError("cross_entropy: target shape %s does not match %d logits rows"
+                             % (tuple(target.shape), x.shape[0]))
+        n = x.shape[0]
+        # One reduction checks both bounds: as unsigned, negative values are huge.
+        unsigned = target.view(_UNSIGNED[target.dtype.itemsize])
+        if n and unsigned.max() >= x.shape[1]:
+            raise IndexError("cross_entropy: target values must be in [0, %d), got %d..%d"
+                             % (x.shape[1], target.min(), target.max()))
+        # Only the target entries of log_softmax are needed: log(sum exp) - shifted[target].
+        shifted = x - x.max(axis=1, keepdims=True)
+        e = np.exp(shifted)
+        total = e.sum(axis=1, keepdims=True)
+        rows = np.arange(n)
+        ctx.target, ctx.softmax_parts = target, (e, total)
+        ctx.save_for_backward(logits)
+        # An empty batch gives nan, as in torch.
+        loss = (np.log(total[:, 0]) - shifted[rows, target]).sum() / n if n else np.nan
+        return Tensor._wrap(np.asarray(loss, dtype=x.dtype))
+
+    @staticmethod
+    def backward(ctx, grad):
+        (logits,) = ctx.saved_tensors
+        return CrossEntropyGrad.apply(logits, ctx.target, grad, ctx.softmax_parts), None
+
+
+class CrossEntropyGrad(Function):
+    """(softmax(logits) - onehot(target)) * grad / n: the gradient of CrossEntropy as one
+    node, whose own backward (through softmax and grad) gives second derivatives."""
+
+    @staticmethod
+    def forward(ctx, logits, target, grad, softmax_parts=None):
+        # softmax_parts: (exp(x - max), its row sums) from CrossEntropy's forward, if at hand.
+        e, total = softmax_parts if softmax_parts is not None else _softmax_parts(logits.data)
+        n = e.shape[0]
+        out = e / total
+        out[np.arange(n), target] -= 1
+        out *= grad.data / n
+        return Tensor._wrap(out)
+
+    @staticmethod
+    def backward(ctx, g):
+        logits, target, grad, _ = ctx.inputs
+        n = logits.shape[0]
+        onehot = np.zeros(logits.shape, dtype=logits.dtype)
+        onehot[np.arange(n), target] = 1
+        probs = Softmax.apply(logits, 1)
+        g_logits = Softmax.backward_of(probs, g * (grad / n), 1) if _needs(logits) else None
+        g_grad = ((probs - onehot) * g).sum() / n if _needs(grad) else None
+        return g_logits, None, g_grad, None
+
+
+def cross_entropy(logits, target):
+    """Mean cross-entropy of `logits` (batch, classes) against integer `target` (batch,)."""
+    target = target.data if isinstance(target, Tensor) else np.asarray(target)
+    return CrossEntropy.apply(logits, target)
+
+
+class Linear(Function):
+    """x @ weight.T + bias as one node (as torch's addmm): one graph node per layer."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        try:
+            out = x.data @ weight.data.T
+        except ValueError:
+            raise ValueError("linear: input of shape %s does not fit a weight of shape %s"
+                             % (tuple(x.shape), tuple(weight.shape))) from None
+        if bias is not None:
+            out += bias.data
+        return Tensor._wrap(out)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        bias = ctx.inputs[2]
+        # Direct Function calls: this runs once per layer per step, where overhead counts.
+        gx = ops.MatMul.apply(grad, weight) if x.requires_grad else None
+        gw = gb = None
+        if weight.requires_grad:
+            g2 = grad if grad.ndim == 2 else ops.Reshape.apply(grad, (-1, grad.shape[-1]))
+            x2 = x if x.ndim == 2 else ops.Reshape.apply(x, (-1, x.shape[-1]))
+            gw = ops.MatMul.apply(ops.Permute.apply(g2, (1, 0)), x2)
+        if bias is not None and bias.requires_grad:
+            gb = ops.Sum.apply(grad, tuple(range(grad.ndim - 1))) if grad.ndim > 1 else grad
+        return gx, gw, gb
+
+
+def linear(x, weight, bias=None):
+    """x @ weight.T + bias, with weight of shape (out_features, in_features)."""
+    return Linear.apply(x, weight, bias)

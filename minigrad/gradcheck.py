@@ -1,0 +1,69 @@
+"""gradcheck: analytical gradients against central finite differences, in float64.
+
+Every input that requires grad is perturbed element by element (+-eps); each
+column of the numerical Jacobian is compared with the vector-Jacobian products
+that backward computes, within atol + rtol * |numerical| (torch's defaults).
+"""
+
+import numpy as np
+
+from minigrad.autograd import grad
+from minigrad.grad_mode import no_grad
+from minigrad.tensor import Tensor
+
+
+class GradcheckError(RuntimeError):
+    """Raised when analytical and numerical gradients disagree."""
+
+
+def _outputs(fn, inputs):
+    out = fn(*inputs)
+    return (out,) if isinstance(out, Tensor) else tuple(out)
+
+
+def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3):
+    """True if fn's gradients match finite differences; raises GradcheckError otherwise."""
+    inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    wrt = [t for t in inputs if isinstance(t, Tensor) and t.requires_grad]
+    if not wrt:
+        raise ValueError("gradcheck: no input requires grad")
+    for t in wrt:
+        if t.dtype != np.float64:
+            raise ValueError("gradcheck needs float64 inputs (finite differences in lower "
+                             "precision are too coarse), got %s" % t.dtype)
+    outputs = _outputs(fn, inputs)
+    for o_index, out in enumerate(outputs):
+        if not out.requires_grad:
+            continue
+        # Analytical: one vector-Jacobian product per output element.
+        analytical = [np.zeros((out.data.size, t.data.size)) for t in wrt]
+        for k in range(out.data.size):
+            direction = np.zeros(out.data.size)
+            direction[k] = 1.0
+            grads = grad(out, wrt, Tensor(direction.reshape(out.shape)), retain_graph=True,
+                         allow_unused=True)
+            for j, g in enumerate(grads):
+                if g is not None:
+                    analytical[j][k] = g.data.ravel()
+        # Numerical: one column per input element.
+        for j, t in enumerate(wrt):
+            flat = t.data.reshape(-1)  # a view: perturbs t in place
+            numerical = np.zeros_like(analytical[j])
+            for e in range(flat.size):
+                saved = flat[e]
+                with no_grad():
+                    flat[e] = saved + eps
+                    plus = _outputs(fn, inputs)[o_index].data.ravel()
+                    flat[e] = saved - eps
+                    minus = _outputs(fn, inputs)[o_index].data.ravel()
+                flat[e] = saved
+                numerical[:, e] = (plus - minus) / (2 * eps)
+            bad = np.abs(analytical[j] - numerical) > atol + rtol * np.abs(numerical)
+            if bad.any():
+                k, e = np.argwhere(bad)[0]
+                raise GradcheckError(
+                    "Jacobian mismatch for output %d with respect to input %d at (output element "
+                    "%d, input element %d): analytical %.10g, numerical %.10g (%d of %d entries "
+                    "differ)" % (o_index, inputs.index(t), k, e, analytical[j][k, e],
+                                 numerical[k, e], bad.sum(), bad.size))
+    return True

@@ -1,0 +1,279 @@
+"""Tensor: an np.ndarray with a gradient and a link to the operation that made it.
+
+Every operator and method here is a thin call of a Function in ops.py; the
+gradient rules live there, and autograd.py walks the graph they record.
+"""
+
+import numpy as np
+
+from minigrad.grad_mode import _State
+
+
+class Tensor:
+    """A NumPy array that records the operations applied to it.
+
+    Tensor(data, requires_grad=False): `data` is anything np.asarray takes; its
+    dtype is kept (Python floats become float64, as in NumPy).
+    """
+
+    __slots__ = ("data", "grad", "grad_fn", "_requires_grad", "_version", "__weakref__")
+    # NumPy defers to Tensor's reflected operators (ndarray + Tensor -> Tensor.__radd__).
+    __array_ufunc__ = None
+
+    def __init__(self, data, requires_grad=False, dtype=None):
+        if isinstance(data, Tensor):
+            data = data.data
+        self.data = np.array(data, dtype=dtype) if dtype is not None else np.asarray(data)
+        if self.data.dtype == object:
+            raise TypeError("Tensor data must be numeric, got %r" % (data,))
+        self.grad = None
+        self.grad_fn = None
+        self._version = 0
+        self._requires_grad = False
+        if requires_grad:
+            self.requires_grad = True
+
+    @classmethod
+    def _wrap(cls, array):
+        """A Tensor around an ndarray that an operation just produced (no checks, no copy)."""
+        t = cls.__new__(cls)
+        t.data = array
+        t.grad = None
+        t.grad_fn = None
+        t._requires_grad = False
+        t._version = 0
+        return t
+
+    # -- autograd state -------------------------------------------------------------------
+
+    @property
+    def requires_grad(self):
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        if value and self.data.dtype.kind not in "fc":
+            raise RuntimeError("only tensors of floating point dtype can require gradients, got %s"
+                               % self.data.dtype)
+        if not value and self.grad_fn is not None:
+            raise RuntimeError("requires_grad can be changed only on leaf tensors; use detach()")
+        self._requires_grad = bool(value)
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    def detach(self):
+        """The same data, cut from the graph (shares memory, like torch)."""
+        return Tensor._wrap(self.data)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False):
+        """Accumulates d(self)/d(leaf) into the .grad of every leaf that requires grad.
+
+        retain_graph defaults to create_graph, as in PyTorch.
+        """
+        from minigrad.autograd import backward
+        backward(self, gradient, retain_graph, create_graph)
+
+    # -- NumPy-like attributes --------------------------------------------------------------
+
+    @property
+    def shape(self):
+        return self.data.shape
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    @property
+    def ndim(self):
+        return self.data.ndim
+
+    def numel(self):
+        return self.data.size
+
+    def __len__(self):
+        return len(self.data)
+
+    def numpy(self):
+        if self._requires_grad:
+            raise RuntimeError("can't call numpy() on a tensor that requires grad; "
+                               "use tensor.detach().numpy()")
+        return self.data
+
+    def item(self):
+        if self.data.size != 1:
+            raise ValueError("item() needs a tensor with one element, this one has %d"
+                             % self.data.size)
+        return self.data.item()
+
+    def __repr__(self):
+        extra = ""
+        if self.grad_fn is not None:
+            extra = ", grad_fn=%r" % (self.grad_fn,)
+        elif self._requires_grad:
+            extra = ", requires_grad=True"
+        body = np.array2string(self.data, separator=", ", prefix="tensor(")
+        return "tensor(%s%s)" % (body, extra)
+
+    def __bool__(self):
+        if self.data.size != 1:
+            raise ValueError("the truth value of a tensor with %d elements is ambiguous"
+                             % self.data.size)
+        return bool(self.data)
+
+    __hash__ = object.__hash__
+
+    # -- operations (gradient rules in ops.py) ----------------------------------------------
+
+    def __add__(self, other):
+        return _ops.Add.apply(self, other)
+
+    def __radd__(self, other):
+        return _ops.Add.apply(other, self)
+
+    def __sub__(self, other):
+        return _ops.Sub.apply(self, other)
+
+    def __rsub__(self, other):
+        return _ops.Sub.apply(other, self)
+
+    def __mul__(self, other):
+        return _ops.Mul.apply(self, other)
+
+    def __rmul__(self, other):
+        return _ops.Mul.apply(other, self)
+
+    def __truediv__(self, other):
+        return _ops.Div.apply(self, other)
+
+    def __rtruediv__(self, other):
+        return _ops.Div.apply(other, self)
+
+    def __pow__(self, other):
+        return _ops.Pow.apply(self, other)
+
+    def __rpow__(self, other):
+        return _ops.Pow.apply(other, self)
+
+    def __matmul__(self, other):
+        return _ops.MatMul.apply(self, _tensor(other))
+
+    def __rmatmul__(self, other):
+        return _ops.MatMul.apply(_tensor(other), self)
+
+    def __neg__(self):
+        return _ops.Neg.apply(self)
+
+    # Comparisons give plain boolean tensors: they have no gradient.
+    def __gt__(self, other):
+        return Tensor._wrap(self.data > _data(other))
+
+    def __ge__(self, other):
+        return Tensor._wrap(self.data >= _data(other))
+
+    def __lt__(self, other):
+        return Tensor._wrap(self.data < _data(other))
+
+    def __le__(self, other):
+        return Tensor._wrap(self.data <= _data(other))
+
+    def __getitem__(self, index):
+        return _ops.Index.apply(self, _index(index))
+
+    def sum(self, dim=None, keepdim=False):
+        return _ops.Sum.apply(self, dim, keepdim)
+
+    def mean(self, dim=None, keepdim=False):
+        return _ops.Mean.apply(self, dim, keepdim)
+
+    def max(self, dim=None, keepdim=False):
+        return _ops.Max.apply(self, dim, keepdim)
+
+    def exp(self):
+        return _ops.Exp.apply(self)
+
+    def log(self):
+        return _ops.Log.apply(self)
+
+    def relu(self):
+        return _ops.ReLU.apply(self)
+
+    def tanh(self):
+        return _ops.Tanh.apply(self)
+
+    def sigmoid(self):
+        return _ops.Sigmoid.apply(self)
+
+    def reshape(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = shape[0]
+        return _ops.Reshape.apply(self, tuple(shape))
+
+    def transpose(self, dim0=-2, dim1=-1):
+        """Swaps two dimensions (the last two by default)."""
+        axes = list(range(self.data.ndim))
+        axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
+        return _ops.Permute.apply(self, tuple(axes))
+
+    @property
+    def T(self):
+        return _ops.Permute.apply(self, tuple(range(self.data.ndim - 1, -1, -1)))
+
+    # -- in-place updates (for optimizers; versioned, so stale saved values are caught) -----
+
+    def _check_inplace(self):
+        if _State.enabled and self._requires_grad:
+            if self.grad_fn is None:
+                raise RuntimeError("a leaf tensor that requires grad is being used in an in-place "
+                                   "operation; wrap the update in minigrad.no_grad()")
+            raise RuntimeError("in-place operations on tensors recorded in a graph are not "
+                               "supported; use the out-of-place operation")
+
+    def add_(self, other, alpha=1.0):
+        self._check_inplace()
+        other = _data(other)
+        if alpha != 1.0:
+            other = other * alpha
+        np.add(self.data, other, out=self.data, casting="same_kind")
+        self._version += 1
+        return self
+
+    def sub_(self, other, alpha=1.0):
+        return self.add_(other, -alpha)
+
+    def mul_(self, other):
+        self._check_inplace()
+        self.data *= _data(other)
+        self._version += 1
+        return self
+
+    def zero_(self):
+        self._check_inplace()
+        self.data[...] = 0
+        self._version += 1
+        return self
+
+    def __setitem__(self, index, value):
+        self._check_inplace()
+        self.data[_index(index)] = _data(value)
+        self._version += 1
+
+
+def _data(value):
+    return value.data if isinstance(value, Tensor) else value
+
+
+def _tensor(value):
+    return value if isinstance(value, Tensor) else Tensor(value)
+
+
+def _index(index):
+    """Tensors inside an index become their arrays."""
+    if isinstance(index, tuple):
+        return tuple(_data(i) for i in index)
+    return _data(index)
+
+
+# ops.py builds on Tensor, so it is imported once Tensor exists.
+from minigrad import ops as _ops  # noqa: E402

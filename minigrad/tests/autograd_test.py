@@ -1,0 +1,196 @@
+"""The engine's semantics, as PyTorch defines them."""
+
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import minigrad
+from minigrad import functional as F
+
+
+def leaf(*shape, seed=0):
+    return minigrad.Tensor(np.random.default_rng(seed).normal(size=shape), requires_grad=True)
+
+
+def test_tensor_api():
+    x = minigrad.Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    assert x.shape == (2, 2) and x.dtype == np.float64 and x.is_leaf and x.grad is None
+    y = (x * 2).sum()
+    assert not y.is_leaf and y.requires_grad and type(y.grad_fn).__name__ == "Sum"
+    assert y.item() == 20.0
+    assert isinstance(x.detach().numpy(), np.ndarray)
+    assert "grad_fn=<SumBackward>" in repr(y)
+    x.grad = minigrad.Tensor(np.ones((2, 2)))  # settable, as in torch
+    y.backward()
+    np.testing.assert_array_equal(x.grad.data, 3 * np.ones((2, 2)))
+
+
+def test_a_100000_op_chain_backpropagates_without_recursion():
+    x = minigrad.Tensor(1.0, requires_grad=True)
+    y = x
+    for _ in range(100_000):
+        y = y * 1.00001
+    assert sys.getrecursionlimit() < 100_000
+    y.backward()
+    assert x.grad.item() == pytest.approx(1.00001 ** 100_000, rel=1e-9)
+
+
+def test_a_second_backward_through_a_freed_graph_raises():
+    x = leaf(3)
+    y = (x.exp() * x).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward()
+
+
+def test_retain_graph_allows_a_second_backward_that_accumulates():
+    x = leaf(3)
+    y = (x.exp() * x).sum()
+    y.backward(retain_graph=True)
+    first = x.grad.data.copy()
+    y.backward()
+    np.testing.assert_allclose(x.grad.data, 2 * first)
+
+
+def test_non_scalar_output_needs_a_gradient_argument():
+    x = leaf(3)
+    y = x * 2
+    with pytest.raises(RuntimeError, match="only for scalar outputs"):
+        y.backward()
+    y.backward(gradient=np.array([1.0, 0.0, 2.0]))
+    np.testing.assert_allclose(x.grad.data, [2.0, 0.0, 4.0])
+
+
+def test_backward_of_a_tensor_without_grad_raises():
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        minigrad.Tensor([1.0]).sum().backward()
+
+
+def test_nothing_is_recorded_under_no_grad_in_every_form():
+    x = leaf(3)
+    with minigrad.no_grad():
+        y = x * 2
+        with minigrad.enable_grad():
+            z = x * 2
+
+    @minigrad.no_grad()
+    def called(t):
+        return t * 2
+
+    @minigrad.no_grad
+    def bare(t):
+        return t * 2
+
+    assert not y.requires_grad and y.grad_fn is None
+    assert z.requires_grad
+    assert not called(x).requires_grad and not bare(x).requires_grad
+    assert minigrad.is_grad_enabled()
+
+
+def test_grad_returns_gradients_without_touching_dot_grad():
+    x, w = leaf(2, 3), leaf(3, 4, seed=1)
+    h = x @ w
+    out = F.log_softmax(h).sum()
+    gx, gh = minigrad.grad(out, [x, h], retain_graph=True)
+    assert x.grad is None and w.grad is None
+    assert gh.shape == h.shape
+    np.testing.assert_allclose(gx.data, gh.data @ w.data.T)
+    unused = leaf(1)
+    with pytest.raises(RuntimeError, match="not used"):
+        minigrad.grad(out, [unused], retain_graph=True)
+    assert minigrad.grad(out, [unused], allow_unused=True) == (None,)
+
+
+def test_custom_function_with_saved_tensors_and_needs_input_grad():
+    class Cube(minigrad.Function):
+        @staticmethod
+        def forward(ctx, x, k):
+            ctx.save_for_backward(x)
+            ctx.k = k
+            assert not minigrad.is_grad_enabled()  # forward runs with recording off
+            return minigrad.Tensor(ctx.k * x.data ** 3)
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            assert ctx.needs_input_grad == (True, False)
+            return grad * 3 * ctx.k * x * x, None
+
+    x = leaf(4)
+    assert minigrad.gradcheck(lambda t: Cube.apply(t, 2.0), x)
+    with minigrad.no_grad():  # forward may read back what it stored on ctx, recorded or not
+        assert not Cube.apply(x, 2.0).requires_grad
+    # backward is recorded under create_graph: second derivative 6*k*x.
+    (g,) = minigrad.grad(Cube.apply(x, 2.0).sum(), x, create_graph=True)
+    (h,) = minigrad.grad(g.sum(), x)
+    np.testing.assert_allclose(h.data, 12 * x.data)
+
+
+def test_data_changed_in_place_after_being_saved_is_an_error_not_a_wrong_gradient():
+    w = leaf(3)
+    x = leaf(3, seed=1)
+    y = (x * w).sum()
+    with minigrad.no_grad():
+        w.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        y.backward()
+
+
+def test_in_place_update_of_a_leaf_outside_no_grad_is_refused():
+    w = leaf(3)
+    with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
+        w.sub_(1.0)
+    with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
+        w[0] = 5.0
+
+
+def test_mismatched_shapes_are_clear_errors():
+    with pytest.raises(ValueError, match=r"add: shapes \(2, 3\) and \(4,\) cannot be broadcast"):
+        leaf(2, 3) + leaf(4)
+    with pytest.raises(ValueError, match=r"matmul: shapes \(2, 3\) and \(4, 5\) are not aligned"):
+        leaf(2, 3) @ leaf(4, 5)
+    with pytest.raises(ValueError, match="cannot reshape"):
+        leaf(2, 3).reshape(4, 2)
+    with pytest.raises(RuntimeError, match="gradient of shape"):
+        (leaf(3) * 2).backward(gradient=np.ones(4))
+
+
+def test_integer_tensors_cannot_require_grad():
+    with pytest.raises(RuntimeError, match="floating point"):
+        minigrad.Tensor([1, 2, 3], requires_grad=True)
+
+
+def test_cross_entropy_rejects_bad_targets():
+    logits = leaf(3, 4)
+    with pytest.raises(TypeError, match="integer class indices"):
+        F.cross_entropy(logits, np.array([0.0, 1.0, 2.0]))
+    with pytest.raises(IndexError, match=r"in \[0, 4\)"):
+        F.cross_entropy(logits, np.array([0, 1, 4]))
+    with pytest.raises(ValueError, match="does not match 3 logits rows"):
+        F.cross_entropy(logits, np.array([0, 1]))
+    # A minigrad Tensor of integers is accepted as well as a NumPy array.
+    assert F.cross_entropy(logits, minigrad.Tensor(np.array([0, 1, 2]))).shape == ()
+
+
+def test_cross_entropy_and_softmax_are_stable_for_large_logits():
+    big = np.array([[1e4, 0.0, -1e4], [5e3, 5e3, 0.0]])
+    x = minigrad.Tensor(big, requires_grad=True)
+    xt = torch.tensor(big, requires_grad=True)
+    loss = F.cross_entropy(x, np.array([1, 0]))
+    loss_t = torch.nn.functional.cross_entropy(xt, torch.tensor([1, 0]))
+    loss.backward()
+    loss_t.backward()
+    assert np.isfinite(loss.item())
+    np.testing.assert_allclose(loss.item(), loss_t.item(), rtol=1e-12)
+    np.testing.assert_allclose(x.grad.data, xt.grad.numpy(), atol=1e-12)
+    np.testing.assert_allclose(F.softmax(minigrad.Tensor(big)).data, torch.softmax(torch.tensor(big), -1))
+
+
+def test_float32_stays_float32():
+    x = minigrad.Tensor(np.ones((2, 3), np.float32), requires_grad=True)
+    y = (2.0 * x + 1).exp() / 3
+    assert y.dtype == np.float32
+    F.cross_entropy(y, np.array([0, 1])).backward()
+    assert x.grad.dtype == np.float32
