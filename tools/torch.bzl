@@ -7,9 +7,11 @@
     )
 
 builds `warp_softmax.so`, which `torch.ops.load_library(path)` loads; its
-TORCH_LIBRARY blocks then register the operators. Compiled as torch's own
-extensions are (C++20, torch's _GLIBCXX_USE_CXX11_ABI, headers of the torch
-in the pinned environment), so it loads without undefined symbols.
+TORCH_LIBRARY blocks then register the operators. Compiled as
+torch.utils.cpp_extension compiles CPU extensions (C++20, torch's
+_GLIBCXX_USE_CXX11_ABI, -fopenmp, headers of the torch in the pinned
+environment), so it loads without undefined symbols, and at::parallel_for,
+whose OpenMP loop is compiled into the extension itself, runs in parallel.
 """
 
 load("@python_env//:flags.bzl", "TORCH_COPTS")
@@ -28,7 +30,8 @@ def torch_op_library(name, srcs, deps = [], copts = [], **kwargs):
     cc_binary(
         name = name + ".so",
         srcs = srcs,
-        copts = TORCH_COPTS + ["-O3", "-DTORCH_EXTENSION_NAME=" + name] + copts,
+        copts = TORCH_COPTS + ["-O3", "-fopenmp", "-DTORCH_EXTENSION_NAME=" + name] + copts,
+        linkopts = ["-fopenmp"],
         linkshared = True,
         deps = deps + ["@python_env//:torch"],
         **kwargs

@@ -1,0 +1,43 @@
+// warp_softmax: the kernels, with no framework types (pointers, sizes, a stream).
+//
+// Every binding (torch_op.cc, pybind_module.cc, tf_op.cc) calls these on
+// `rows` contiguous rows of `cols` elements, the softmax dimension last; the
+// bindings move any other dimension there first. float32, float16 and
+// bfloat16 are computed in float32; float64 in float64 (CPU only).
+//
+//   forward:   y = softmax(x)             or  log_softmax(x)
+//   backward:  dx = y * (dy - sum(dy * y))  or  dy - exp(y) * sum(dy)
+#pragma once
+
+#include <cstdint>
+
+namespace warp_softmax {
+
+// IEEE binary16 and bfloat16 by their bits: the layout of at::Half, Eigen::half,
+// __half and of at::BFloat16, Eigen::bfloat16, __nv_bfloat16.
+struct Half {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
+
+// CPU: processes rows [0, rows) on the calling thread; bindings split rows
+// across their framework's threads. T is float, double, Half or BFloat16.
+template <typename T>
+void forward_cpu(const T* x, T* y, int64_t rows, int64_t cols, bool log);
+template <typename T>
+void backward_cpu(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, bool log);
+
+// CUDA (built under --config=cuda, which defines WARP_SOFTMAX_WITH_CUDA):
+// launches on `stream` (a cudaStream_t) and returns the cudaError_t of the
+// launch. T is float, Half or BFloat16.
+template <typename T>
+int forward_cuda(const T* x, T* y, int64_t rows, int64_t cols, bool log, void* stream);
+template <typename T>
+int backward_cuda(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, bool log,
+                  void* stream);
+// The message for an error code those return.
+const char* cuda_error_string(int error);
+
+}  // namespace warp_softmax

@@ -1,0 +1,187 @@
+// PyTorch binding: the kernels::warp_softmax operators (schemas, CPU and CUDA kernels).
+//
+// Fake (meta) kernels and autograd are registered from Python (ops.py) with
+// torch.library, as in pytorch/extension-cpp. Any dim and any strides: the
+// softmax dim is moved last and made contiguous (a no-op for the usual
+// contiguous last-dim input) and the result is laid out like the input.
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/library.h>
+
+#include "kernels/softmax.h"
+
+namespace {
+
+// at:: scalar types -> the kernels' own types (same layout).
+template <typename T>
+struct Core {
+  using type = T;
+};
+template <>
+struct Core<at::Half> {
+  using type = warp_softmax::Half;
+};
+template <>
+struct Core<at::BFloat16> {
+  using type = warp_softmax::BFloat16;
+};
+
+template <typename T>
+auto* core_ptr(const at::Tensor& t) {
+  return reinterpret_cast<typename Core<T>::type*>(t.data_ptr<T>());
+}
+
+void check_input(const at::Tensor& t, const char* name, const char* op) {
+  TORCH_CHECK(at::isFloatingType(t.scalar_type()), op, ": ", name,
+              " must be a floating point tensor (float32, float16, bfloat16 or float64), got ",
+              t.scalar_type());
+  TORCH_CHECK(!t.device().is_cuda() || t.scalar_type() != at::kDouble, op,
+              ": float64 is supported on the CPU only");
+}
+
+// The tensor with `dim` last and contiguous, viewed as rows x cols.
+struct Rows {
+  at::Tensor data;
+  int64_t dim, rows, cols;
+};
+
+Rows as_rows(const at::Tensor& t, int64_t dim, const char* op) {
+  const int64_t ndim = std::max<int64_t>(t.dim(), 1);
+  TORCH_CHECK(dim >= -ndim && dim < ndim, op, ": dim ", dim, " is out of range for a tensor with ",
+              t.dim(), " dimensions");
+  const int64_t d = dim < 0 ? dim + ndim : dim;
+  at::Tensor x = t.dim() == 0 ? t.reshape({1}) : t.movedim(d, -1);
+  x = x.contiguous();
+  const int64_t cols = x.size(-1);
+  return {x, d, cols == 0 ? 0 : x.numel() / cols, cols};
+}
+
+// `result` (dim last, contiguous) laid out like `like`.
+at::Tensor restore_layout(const at::Tensor& result, const at::Tensor& like, int64_t dim) {
+  if (like.dim() == 0) return result.reshape({});
+  at::Tensor moved = result.movedim(-1, dim);
+  if (moved.strides() == like.strides()) return moved;
+  at::Tensor out = at::empty_like(like);
+  out.copy_(moved);
+  return out;
+}
+
+#ifdef WARP_SOFTMAX_WITH_CUDA
+void* current_cuda_stream(const at::Tensor& t) {
+  // c10's device-neutral stream API, so this file needs no CUDA headers.
+  return c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(t.device()).native_handle();
+}
+#endif
+
+at::Tensor forward(const at::Tensor& self, int64_t dim, bool log) {
+  const char* op = log ? "warp_log_softmax" : "warp_softmax";
+  check_input(self, "input", op);
+  Rows in = as_rows(self, dim, op);
+  at::Tensor y = at::empty_like(in.data);
+  if (in.data.numel() == 0) return restore_layout(y, self, in.dim);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, in.data.scalar_type(), "warp_softmax", [&] {
+    using core_t = typename Core<scalar_t>::type;
+    const core_t* x = core_ptr<scalar_t>(in.data);
+    core_t* out = core_ptr<scalar_t>(y);
+    if (in.data.device().is_cuda()) {
+#ifdef WARP_SOFTMAX_WITH_CUDA
+      if constexpr (std::is_same_v<scalar_t, double>) {
+        TORCH_CHECK(false, op, ": float64 is supported on the CPU only");
+      } else {
+        c10::OptionalDeviceGuard guard(in.data.device());
+        const int err = warp_softmax::forward_cuda<core_t>(x, out, in.rows, in.cols, log,
+                                                           current_cuda_stream(in.data));
+        TORCH_CHECK(err == 0, op, ": CUDA launch failed: ", warp_softmax::cuda_error_string(err));
+      }
+#else
+      TORCH_CHECK(false, op, ": this build has no CUDA kernels; build with --config=cuda");
+#endif
+    } else {
+      const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / in.cols);
+      at::parallel_for(0, in.rows, grain, [&](int64_t begin, int64_t end) {
+        warp_softmax::forward_cpu<core_t>(x + begin * in.cols, out + begin * in.cols, end - begin,
+                                          in.cols, log);
+      });
+    }
+  });
+  return restore_layout(y, self, in.dim);
+}
+
+at::Tensor backward(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim, bool log) {
+  const char* op = log ? "warp_log_softmax_backward" : "warp_softmax_backward";
+  check_input(grad_output, "grad_output", op);
+  check_input(output, "output", op);
+  TORCH_CHECK(grad_output.sizes() == output.sizes(), op, ": grad_output of shape ",
+              grad_output.sizes(), " does not match output of shape ", output.sizes());
+  TORCH_CHECK(grad_output.scalar_type() == output.scalar_type() &&
+                  grad_output.device() == output.device(),
+              op, ": grad_output and output must have the same dtype and device");
+  Rows g = as_rows(grad_output, dim, op);
+  Rows y = as_rows(output, dim, op);
+  at::Tensor dx = at::empty_like(g.data);
+  if (g.data.numel() == 0) return restore_layout(dx, output, g.dim);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, g.data.scalar_type(), "warp_softmax_backward", [&] {
+    using core_t = typename Core<scalar_t>::type;
+    const core_t* dy_p = core_ptr<scalar_t>(g.data);
+    const core_t* y_p = core_ptr<scalar_t>(y.data);
+    core_t* dx_p = core_ptr<scalar_t>(dx);
+    if (g.data.device().is_cuda()) {
+#ifdef WARP_SOFTMAX_WITH_CUDA
+      if constexpr (std::is_same_v<scalar_t, double>) {
+        TORCH_CHECK(false, op, ": float64 is supported on the CPU only");
+      } else {
+        c10::OptionalDeviceGuard guard(g.data.device());
+        const int err = warp_softmax::backward_cuda<core_t>(dy_p, y_p, dx_p, g.rows, g.cols, log,
+                                                            current_cuda_stream(g.data));
+        TORCH_CHECK(err == 0, op, ": CUDA launch failed: ", warp_softmax::cuda_error_string(err));
+      }
+#else
+      TORCH_CHECK(false, op, ": this build has no CUDA kernels; build with --config=cuda");
+#endif
+    } else {
+      const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / g.cols);
+      at::parallel_for(0, g.rows, grain, [&](int64_t begin, int64_t end) {
+        const int64_t off = begin * g.cols;
+        warp_softmax::backward_cpu<core_t>(dy_p + off, y_p + off, dx_p + off, end - begin, g.cols,
+                                           log);
+      });
+    }
+  });
+  return restore_layout(dx, output, g.dim);
+}
+
+at::Tensor softmax(const at::Tensor& self, int64_t dim) { return forward(self, dim, false); }
+at::Tensor log_softmax(const at::Tensor& self, int64_t dim) { return forward(self, dim, true); }
+at::Tensor softmax_backward(const at::Tensor& g, const at::Tensor& y, int64_t dim) {
+  return backward(g, y, dim, false);
+}
+at::Tensor log_softmax_backward(const at::Tensor& g, const at::Tensor& y, int64_t dim) {
+  return backward(g, y, dim, true);
+}
+
+}  // namespace
+
+TORCH_LIBRARY(kernels, m) {
+  m.def("warp_softmax(Tensor self, int dim=-1) -> Tensor");
+  m.def("warp_softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor");
+  m.def("warp_log_softmax(Tensor self, int dim=-1) -> Tensor");
+  m.def("warp_log_softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor");
+}
+
+// One function serves both devices: it dispatches on the tensor's device inside.
+TORCH_LIBRARY_IMPL(kernels, CPU, m) {
+  m.impl("warp_softmax", &softmax);
+  m.impl("warp_softmax_backward", &softmax_backward);
+  m.impl("warp_log_softmax", &log_softmax);
+  m.impl("warp_log_softmax_backward", &log_softmax_backward);
+}
+
+TORCH_LIBRARY_IMPL(kernels, CUDA, m) {
+  m.impl("warp_softmax", &softmax);
+  m.impl("warp_softmax_backward", &softmax_backward);
+  m.impl("warp_log_softmax", &log_softmax);
+  m.impl("warp_log_softmax_backward", &log_softmax_backward);
+}
