@@ -1,11 +1,27 @@
 """warp_softmax: one C++/CUDA softmax kernel (softmax.h) served to PyTorch, NumPy and TensorFlow.
 
     import kernels
-    kernels.warp_softmax(x, dim=-1)
+    kernels.warp_softmax(x, dim=-1)                   # the PyTorch operator (ops.py)
+    from kernels import warp_softmax_numpy            # the pybind11 module over ndarrays
+    from kernels import tf_ops                        # the TensorFlow op (tf_ops.py)
 
-The PyTorch operator is registered on import (ops.py).
+Each binding loads only on first use, so `import kernels` pulls in no framework.
 """
 
-from kernels.ops import warp_log_softmax, warp_softmax
+import importlib
+import pkgutil
+
+# Outside Bazel the compiled modules sit in bazel-bin/kernels (tools/python puts
+# bazel-bin on sys.path): let this package find them there too.
+__path__ = pkgutil.extend_path(__path__, __name__)
+
+_LAZY = {"warp_softmax": "kernels.ops", "warp_log_softmax": "kernels.ops"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError("module 'kernels' has no attribute %r" % name)
+
 
 __all__ = ["warp_log_softmax", "warp_softmax"]

@@ -1,8 +1,10 @@
-"""Neural-network functions: relu, softmax, log_softmax, cross_entropy.
+"""Neural-network functions: relu, linear, softmax, log_softmax, cross_entropy.
 
 softmax, log_softmax and cross_entropy are fused Functions: one node each in
 the graph, numerically stable (the row maximum is subtracted before exp), with
 gradient rules written in Tensor operations so they differentiate again.
+softmax and log_softmax run warp_softmax's C++ kernel (kernels package) for
+float32/float64 when it is built, and NumPy otherwise.
 """
 
 import numpy as np
@@ -11,19 +13,31 @@ from minigrad import ops
 from minigrad.function import Function
 from minigrad.tensor import Tensor
 
+try:  # warp_softmax's C++ kernels, when the kernels package is built (its pybind11 module)
+    from kernels import warp_softmax_numpy as _kernel
+except ImportError:
+    _kernel = None
+
 
 def relu(x):
     return ops.ReLU.apply(x)
 
 
 def _log_softmax(x, axis):
+    if _kernel is not None and x.dtype in _KERNEL_DTYPES:
+        return _kernel.log_softmax(x, axis)
     shifted = x - x.max(axis=axis, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
 
 
 def _softmax(x, axis):
+    if _kernel is not None and x.dtype in _KERNEL_DTYPES:
+        return _kernel.softmax(x, axis)
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
+
+
+_KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _softmax_parts(x):

@@ -1,0 +1,142 @@
+// NumPy binding: kernels.warp_softmax_numpy, the CPU kernels over ndarrays (float32, float64).
+//
+//   from kernels import warp_softmax_numpy as k
+//   y = k.softmax(x, axis=-1); dx = k.softmax_backward(dy, y, axis=-1)
+//
+// minigrad's softmax/log_softmax use it when it is built. Any axis (moved last
+// and made contiguous, then moved back), any strides; the GIL is released while
+// the kernel runs, and rows are split across threads for large arrays.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+#include "kernels/softmax.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// Splits rows across up to hardware_concurrency threads when the work is large enough to pay.
+template <typename F>
+void parallel_rows(int64_t rows, int64_t cols, F&& body) {
+  const int64_t min_elements_per_thread = 1 << 16;
+  const int64_t threads = std::min<int64_t>(
+      {static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency())),
+       rows * cols / min_elements_per_thread, rows});
+  if (threads <= 1) return body(0, rows);
+  std::vector<std::thread> pool;
+  const int64_t chunk = (rows + threads - 1) / threads;
+  for (int64_t begin = chunk; begin < rows; begin += chunk) {
+    pool.emplace_back([&, begin] { body(begin, std::min(rows, begin + chunk)); });
+  }
+  body(0, std::min(rows, chunk));
+  for (auto& t : pool) t.join();
+}
+
+// `a` with `axis` moved last, C-contiguous, as T.
+template <typename T>
+py::array_t<T, py::array::c_style> rows_view(const py::array& a, int axis) {
+  using Rows = py::array_t<T, py::array::c_style | py::array::forcecast>;
+  if (axis == a.ndim() - 1) return Rows::ensure(a);  // the common case: no moveaxis
+  return Rows::ensure(py::module_::import("numpy").attr("moveaxis")(a, axis, -1));
+}
+
+// The inverse of rows_view's move.
+py::array restore_axis(const py::array& a, int axis) {
+  if (axis == a.ndim() - 1) return a;
+  return py::cast<py::array>(py::module_::import("numpy").attr("moveaxis")(a, -1, axis));
+}
+
+int normalize_axis(const py::array& a, int axis, const char* op) {
+  const int ndim = std::max<int>(static_cast<int>(a.ndim()), 1);
+  if (axis < -ndim || axis >= ndim) {
+    throw py::index_error(std::string(op) + ": axis " + std::to_string(axis) +
+                          " is out of range for an array with " + std::to_string(a.ndim()) +
+                          " dimensions");
+  }
+  return axis < 0 ? axis + ndim : axis;
+}
+
+void check_dtype(const py::array& a, const char* op) {
+  const char kind = a.dtype().kind();
+  if (kind != 'f' || (a.itemsize() != 4 && a.itemsize() != 8)) {
+    throw py::type_error(std::string(op) + ": expected a float32 or float64 array, got " +
+                         py::str(a.dtype()).cast<std::string>());
+  }
+}
+
+template <typename T>
+py::array forward_t(const py::array& x, int axis, bool log) {
+  auto in = rows_view<T>(x.ndim() == 0 ? py::cast<py::array>(x.attr("reshape")(1)) : x, axis);
+  py::array_t<T, py::array::c_style> out(std::vector<py::ssize_t>(in.shape(), in.shape() + in.ndim()));
+  const int64_t cols = in.ndim() ? in.shape(in.ndim() - 1) : 1;
+  const int64_t rows = cols ? in.size() / cols : 0;
+  const T* xp = in.data();
+  T* yp = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    parallel_rows(rows, cols, [&](int64_t begin, int64_t end) {
+      warp_softmax::forward_cpu<T>(xp + begin * cols, yp + begin * cols, end - begin, cols, log);
+    });
+  }
+  if (x.ndim() == 0) return py::cast<py::array>(out.attr("reshape")(py::tuple()));
+  return restore_axis(out, axis);
+}
+
+py::array forward(const py::array& x, int axis, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  check_dtype(x, op);
+  axis = normalize_axis(x, axis, op);
+  return x.itemsize() == 4 ? forward_t<float>(x, axis, log) : forward_t<double>(x, axis, log);
+}
+
+template <typename T>
+py::array backward_t(const py::array& dy, const py::array& y, int axis, bool log) {
+  auto g = rows_view<T>(dy, axis);
+  auto out = rows_view<T>(y, axis);
+  py::array_t<T, py::array::c_style> dx(std::vector<py::ssize_t>(g.shape(), g.shape() + g.ndim()));
+  const int64_t cols = g.shape(g.ndim() - 1);
+  const int64_t rows = cols ? g.size() / cols : 0;
+  const T *gp = g.data(), *yp = out.data();
+  T* dxp = dx.mutable_data();
+  {
+    py::gil_scoped_release release;
+    parallel_rows(rows, cols, [&](int64_t begin, int64_t end) {
+      const int64_t off = begin * cols;
+      warp_softmax::backward_cpu<T>(gp + off, yp + off, dxp + off, end - begin, cols, log);
+    });
+  }
+  return restore_axis(dx, axis);
+}
+
+py::array backward(const py::array& dy, const py::array& y, int axis, bool log) {
+  const char* op = log ? "log_softmax_backward" : "softmax_backward";
+  check_dtype(dy, op);
+  check_dtype(y, op);
+  if (!dy.dtype().equal(y.dtype()) || dy.ndim() != y.ndim() ||
+      !std::equal(dy.shape(), dy.shape() + dy.ndim(), y.shape())) {
+    throw py::value_error(std::string(op) + ": dy and y must have the same shape and dtype");
+  }
+  if (dy.ndim() == 0) throw py::value_error(std::string(op) + ": needs at least one dimension");
+  axis = normalize_axis(dy, axis, op);
+  return dy.itemsize() == 4 ? backward_t<float>(dy, y, axis, log) : backward_t<double>(dy, y, axis, log);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(warp_softmax_numpy, m) {
+  m.doc() = "warp_softmax's CPU kernels over NumPy arrays (float32, float64)";
+  m.def("softmax", [](const py::array& x, int axis) { return forward(x, axis, false); },
+        py::arg("x"), py::arg("axis") = -1, "softmax of x along axis");
+  m.def("log_softmax", [](const py::array& x, int axis) { return forward(x, axis, true); },
+        py::arg("x"), py::arg("axis") = -1, "log_softmax of x along axis");
+  m.def("softmax_backward",
+        [](const py::array& dy, const py::array& y, int axis) { return backward(dy, y, axis, false); },
+        py::arg("dy"), py::arg("y"), py::arg("axis") = -1, "y * (dy - sum(dy * y, axis))");
+  m.def("log_softmax_backward",
+        [](const py::array& dy, const py::array& y, int axis) { return backward(dy, y, axis, true); },
+        py::arg("dy"), py::arg("y"), py::arg("axis") = -1, "dy - exp(y) * sum(dy, axis)");
+}

@@ -1,0 +1,47 @@
+"""kernels.warp_softmax_numpy: the same kernels over NumPy arrays."""
+
+import numpy as np
+import pytest
+import torch
+
+from kernels import warp_softmax_numpy as k
+
+rng = np.random.default_rng(0)
+
+
+def ref(x, axis, log):
+    t = torch.from_numpy(np.asarray(x, dtype=np.float64))
+    return (torch.log_softmax if log else torch.softmax)(t, axis).numpy()
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-6), (np.float64, 1e-12)])
+@pytest.mark.parametrize("log", [False, True])
+def test_forward_any_axis_and_strides(dtype, tol, log):
+    fn = k.log_softmax if log else k.softmax
+    for x in (rng.normal(size=(5, 300)) * 3, rng.normal(size=(4, 6, 7))[:, ::2].transpose(2, 0, 1),
+              rng.normal(size=(100_000, 4))):  # large enough to run on several threads
+        x = x.astype(dtype)
+        for axis in range(-x.ndim, x.ndim):
+            y = fn(x, axis)
+            assert y.dtype == dtype and y.shape == x.shape
+            np.testing.assert_allclose(y, ref(x, axis, log), atol=tol * (10 if log else 1), rtol=tol * 10)
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_backward_matches_torch(log):
+    x = torch.from_numpy(rng.normal(size=(6, 40)))
+    xt = x.clone().requires_grad_()
+    y = (torch.log_softmax if log else torch.softmax)(xt, 0)
+    dy = rng.normal(size=(6, 40))
+    y.backward(torch.from_numpy(dy))
+    fn = k.log_softmax_backward if log else k.softmax_backward
+    np.testing.assert_allclose(fn(dy, y.detach().numpy(), 0), xt.grad.numpy(), atol=1e-12)
+
+
+def test_bad_input_is_a_python_exception():
+    with pytest.raises(TypeError, match="float32 or float64"):
+        k.softmax(np.arange(4))
+    with pytest.raises(IndexError, match="out of range"):
+        k.softmax(np.ones((2, 3)), 2)
+    with pytest.raises(ValueError, match="same shape"):
+        k.softmax_backward(np.ones((2, 3)), np.ones((3, 2)))
