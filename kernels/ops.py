@@ -10,28 +10,12 @@ this file registers what torch.library lets Python provide: a fake kernel
 backward operators, which have autograd too (double backward).
 """
 
-import os
-import sys
-
 import torch
 
-LIBRARY = "warp_softmax.so"
-
-
-def _find_library():
-    """Next to this file (Bazel runfiles), else where ./bazelw build put it (bazel-bin)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    candidates = [os.path.join(here, LIBRARY)]
-    candidates += [os.path.join(p, "kernels", LIBRARY) for p in sys.path if p]
-    for path in candidates:
-        if os.path.exists(path):
-            return path
-    raise ImportError("kernels: %s is not built; run ./bazelw build //kernels:%s (or "
-                      "//kernels/...) and import again" % (LIBRARY, LIBRARY))
-
+from kernels.library import find
 
 # The C++ schemas must exist before the registrations below refer to them.
-torch.ops.load_library(_find_library())
+torch.ops.load_library(find("warp_softmax.so"))
 _ops = torch.ops.kernels
 
 

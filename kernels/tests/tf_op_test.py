@@ -1,0 +1,64 @@
+"""The WarpSoftmax TensorFlow op: values and gradients against tf.nn, eagerly and traced."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kernels import tf_ops
+
+rng = np.random.default_rng(0)
+PAIRS = [(tf_ops.warp_softmax, tf.nn.softmax), (tf_ops.warp_log_softmax, tf.nn.log_softmax)]
+
+
+@pytest.mark.parametrize("ours,theirs", PAIRS)
+def test_matches_tf_nn_over_shapes_and_axes(ours, theirs):
+    for shape in [(7,), (4, 1024), (3, 5, 33), (2, 40000)]:
+        x = tf.constant(rng.normal(size=shape) * 3, tf.float32)
+        for axis in range(-len(shape), len(shape)):
+            ref = theirs(tf.cast(x, tf.float64), axis=axis)
+            np.testing.assert_allclose(ours(x, axis), ref, atol=2e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype,tol", [(tf.float16, 3e-3), (tf.bfloat16, 2e-2), (tf.float64, 1e-12)])
+def test_other_dtypes(dtype, tol):
+    x = tf.constant(rng.normal(size=(6, 100)), dtype)
+    y = tf_ops.warp_softmax(x)
+    assert y.dtype == dtype
+    np.testing.assert_allclose(tf.cast(y, tf.float64), tf.nn.softmax(tf.cast(x, tf.float64)), atol=tol)
+
+
+@pytest.mark.parametrize("ours,theirs", PAIRS)
+def test_gradient_matches_tf_nn(ours, theirs):
+    x = tf.constant(rng.normal(size=(5, 30)), tf.float64)
+    w = tf.constant(rng.normal(size=(5, 30)), tf.float64)
+    grads = []
+    for fn in (ours, theirs):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(fn(x, axis=0) * w)
+        grads.append(tape.gradient(loss, x))
+    np.testing.assert_allclose(grads[0], grads[1], atol=1e-12)
+    theoretical, numerical = tf.test.compute_gradient(lambda t: ours(t), [x[:2, :4]])
+    np.testing.assert_allclose(theoretical[0], numerical[0], atol=1e-6)
+
+
+def test_traces_into_tf_function_with_static_shapes():
+    @tf.function
+    def f(x):
+        return tf_ops.warp_softmax(x)
+
+    concrete = f.get_concrete_function(tf.TensorSpec([None, 8], tf.float32))
+    ops = [node.op for node in concrete.graph.as_graph_def().node]
+    assert "WarpSoftmax" in ops
+    assert concrete.structured_outputs.shape.as_list() == [None, 8]
+    np.testing.assert_allclose(f(tf.ones([3, 8])), np.full([3, 8], 1 / 8), rtol=1e-6)
+
+
+def test_bad_input_is_a_clear_error():
+    with pytest.raises(TypeError, match="int32"):
+        tf_ops.warp_softmax(tf.constant([1, 2, 3]))
+    with pytest.raises(ValueError, match="out of range"):
+        tf_ops.warp_softmax(tf.ones([2, 3]), axis=2)
+    lib = tf_ops._lib
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="WarpSoftmaxGrad|shape"):
+        lib.warp_softmax_grad(tf.ones([2, 3]), tf.ones([3, 2]))
