@@ -6,8 +6,9 @@
 
 The C++ library (torch_op.cc) defines the schemas and the CPU/CUDA kernels;
 this file registers what torch.library lets Python provide: a fake kernel
-(shapes for torch.compile and meta tensors) and autograd through the
-backward operators, which have autograd too (double backward).
+(shapes for torch.compile and meta tensors), autograd through the backward
+operators, which have autograd too (double backward), torch.vmap rules and
+autocast (the operators run in the autocast dtype, accumulating in float32).
 """
 
 import torch
@@ -89,6 +90,37 @@ torch.library.register_autograd("kernels::warp_softmax_backward", _softmax_backw
                                 setup_context=_setup_backward)
 torch.library.register_autograd("kernels::warp_log_softmax_backward", _log_softmax_backward_grad,
                                 setup_context=_setup_backward)
+
+
+# torch.vmap: the operators are already batched over every dim but `dim`; move
+# the vmapped dim to the front and shift `dim` past it.
+def _vmap_rule(op):
+    def rule(info, in_dims, x, dim=-1):
+        x_dim = in_dims[0]  # one entry per argument given; dim's is None
+        if x_dim is None:
+            return op(x, dim), None
+        x = x.movedim(x_dim, 0)
+        return op(x, dim if dim < 0 else dim + 1), 0
+    return rule
+
+
+def _vmap_backward_rule(op):
+    def rule(info, in_dims, grad_output, output, dim):
+        g_dim, y_dim = in_dims[:2]
+        size = info.batch_size
+        g = grad_output.movedim(g_dim, 0) if g_dim is not None else grad_output.expand(size, *grad_output.shape)
+        y = output.movedim(y_dim, 0) if y_dim is not None else output.expand(size, *output.shape)
+        return op(g, y, dim if dim < 0 else dim + 1), 0
+    return rule
+
+
+for _name in ("warp_softmax", "warp_log_softmax"):
+    torch.library.register_vmap("kernels::" + _name, _vmap_rule(getattr(_ops, _name)))
+    torch.library.register_vmap("kernels::%s_backward" % _name,
+                                _vmap_backward_rule(getattr(_ops, _name + "_backward")))
+    # torch.autocast: run in the autocast dtype (the kernels accumulate in float32).
+    for _device in ("cpu", "cuda"):
+        torch.library.register_autocast("kernels::" + _name, _device, torch.get_autocast_dtype(_device))
 
 
 def warp_softmax(x, dim=-1):

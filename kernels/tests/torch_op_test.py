@@ -149,3 +149,28 @@ def test_property_matches_torch_softmax(data):
     x = torch.from_numpy(values)
     for name, (ours, _) in OPS.items():
         torch.testing.assert_close(ours(x, dim).double(), reference(name, x, dim), atol=1e-6, rtol=1e-5)
+
+
+def test_vmap_matches_torch():
+    x = inputs((5, 3, 7))
+    for in_dims, dim in [(0, -1), (1, 0), (2, 1)]:
+        for name, (ours, theirs) in OPS.items():
+            got = torch.vmap(lambda t: ours(t, dim), in_dims=in_dims)(x)
+            want = torch.vmap(lambda t: theirs(t, dim), in_dims=in_dims)(x)
+            torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
+    # The backward operator too, with one argument batched and one shared.
+    y = torch.softmax(inputs((3, 7)), -1)
+    g = inputs((5, 3, 7), seed=5)
+    got = torch.vmap(lambda gi: torch.ops.kernels.warp_softmax_backward(gi, y, -1))(g)
+    want = torch.stack([torch._softmax_backward_data(gi, y, -1, torch.float32) for gi in g])
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
+
+
+def test_autocast_runs_in_bfloat16_with_float32_accumulation():
+    x = inputs((4, 2000))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = kernels.warp_softmax(x, -1)
+    assert y.dtype == torch.bfloat16
+    # Row sums stay 1 to bfloat16 precision: the sum is accumulated in float32.
+    torch.testing.assert_close(y.float().sum(-1), torch.ones(4), atol=2e-2, rtol=0)
+    torch.testing.assert_close(y.double(), torch.softmax(x.double(), -1), atol=2e-3, rtol=2e-2)
