@@ -137,13 +137,18 @@ WS_INLINE void softmax_row_f32(const float* x, float* y, int64_t n, bool log, fl
   if (log) {
     // (x - m) - log(s), not x - (m + log(s)): m + log(s) would round to m's ulp.
     const float log_s = std::log(s);
-    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) - log_s;
+    int64_t i = 0;
+    for (; i + W <= n; i += W) store(y + i, (load(x + i) - m) - log_s);
+    for (; i < n; ++i) y[i] = (x[i] - m) - log_s;
     return;
   }
   for (int64_t b = 0; b < blocks; ++b) {
     float* yb = y + b * kBlock;
     const float f = std::exp(scales[b] - m) / s;
-    for (int64_t i = 0, len = std::min(kBlock, n - b * kBlock); i < len; ++i) yb[i] *= f;
+    const int64_t len = std::min(kBlock, n - b * kBlock);
+    int64_t i = 0;
+    for (; i + W <= len; i += W) store(yb + i, load(yb + i) * f);
+    for (; i < len; ++i) yb[i] *= f;
   }
 }
 
@@ -164,7 +169,8 @@ WS_INLINE void softmax_backward_row_f32(const float* dy, const float* y, float* 
     for (; i + W <= n; i += W) acc += load(dy + i) * load(y + i);
     if (i < n) acc += load_tail(dy + i, n - i, 0.0f) * load_tail(y + i, n - i, 0.0f);
     const float total = lane_sum(acc);
-    for (i = 0; i < n; ++i) dx[i] = y[i] * (dy[i] - total);
+    for (i = 0; i + W <= n; i += W) store(dx + i, load(y + i) * (load(dy + i) - total));
+    for (; i < n; ++i) dx[i] = y[i] * (dy[i] - total);
   }
 }
 
