@@ -32,62 +32,44 @@ def _sum_to(grad, shape):
 
 
 class _Binary(Function):
-    """Elementwise with broadcasting: forward checks shapes and names the operation."""
+    """Elementwise with broadcasting: one NumPy ufunc forward, a gradient rule per subclass."""
 
-    name = ""
+    ufunc = None
+    saves = True  # whether the gradient needs the operands' values (then in-place changes are caught)
 
     @classmethod
-    def _broadcast_error(cls, a, b):
-        return ValueError("%s: shapes %s and %s cannot be broadcast together"
-                          % (cls.name, tuple(_shape(a)), tuple(_shape(b))))
+    def forward(cls, ctx, a, b):
+        if cls.saves:
+            ctx.save_for_backward(*[v for v in (a, b) if v.__class__ is Tensor])
+        try:
+            return _wrap(cls.ufunc(_data(a), _data(b)))
+        except ValueError:
+            raise ValueError("%s: shapes %s and %s cannot be broadcast together"
+                             % (cls.ufunc.__name__, tuple(_shape(a)), tuple(_shape(b)))) from None
 
 
 class Add(_Binary):
-    name = "add"
-
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.shapes = (_shape(a), _shape(b))
-        try:
-            return _wrap(np.add(_data(a), _data(b)))
-        except ValueError:
-            raise Add._broadcast_error(a, b) from None
+    ufunc, saves = np.add, False
 
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.inputs
-        return (_sum_to(grad, ctx.shapes[0]) if _needs(a) else None,
-                _sum_to(grad, ctx.shapes[1]) if _needs(b) else None)
+        return (_sum_to(grad, _shape(a)) if _needs(a) else None,
+                _sum_to(grad, _shape(b)) if _needs(b) else None)
 
 
 class Sub(_Binary):
-    name = "sub"
-
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.shapes = (_shape(a), _shape(b))
-        try:
-            return _wrap(np.subtract(_data(a), _data(b)))
-        except ValueError:
-            raise Sub._broadcast_error(a, b) from None
+    ufunc, saves = np.subtract, False
 
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.inputs
-        return (_sum_to(grad, ctx.shapes[0]) if _needs(a) else None,
-                _sum_to(-grad, ctx.shapes[1]) if _needs(b) else None)
+        return (_sum_to(grad, _shape(a)) if _needs(a) else None,
+                _sum_to(-grad, _shape(b)) if _needs(b) else None)
 
 
 class Mul(_Binary):
-    name = "mul"
-
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(*[v for v in (a, b) if v.__class__ is Tensor])
-        try:
-            return _wrap(np.multiply(_data(a), _data(b)))
-        except ValueError:
-            raise Mul._broadcast_error(a, b) from None
+    ufunc = np.multiply
 
     @staticmethod
     def backward(ctx, grad):
@@ -98,15 +80,7 @@ class Mul(_Binary):
 
 
 class Div(_Binary):
-    name = "div"
-
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(*[v for v in (a, b) if v.__class__ is Tensor])
-        try:
-            return _wrap(np.true_divide(_data(a), _data(b)))
-        except ValueError:
-            raise Div._broadcast_error(a, b) from None
+    ufunc = np.true_divide
 
     @staticmethod
     def backward(ctx, grad):
@@ -117,15 +91,7 @@ class Div(_Binary):
 
 
 class Pow(_Binary):
-    name = "pow"
-
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(*[v for v in (a, b) if v.__class__ is Tensor])
-        try:
-            return _wrap(np.power(_data(a), _data(b)))
-        except ValueError:
-            raise Pow._broadcast_error(a, b) from None
+    ufunc = np.power
 
     @staticmethod
     def backward(ctx, grad):
