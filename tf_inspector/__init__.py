@@ -1,0 +1,14 @@
+"""tf_inspector: see what tf.function made of your code, and why it retraced.
+
+    report = tf_inspector.trace_and_inspect(fn, tf.ones([2, 3]))   # tracing.py
+    report.to_text(); report.to_json(); report.to_dot()             # report.py
+    f = tf_inspector.watch(tf_function); f(x); print(f.explain())  # retrace.py
+    with tf_inspector.monitor() as m: ...
+"""
+
+from tf_inspector.report import GraphReport, NodeInfo, TensorInfo
+from tf_inspector.retrace import REASONS, TraceEvent, TraceWarning, monitor, watch
+from tf_inspector.tracing import TracingError, trace_and_inspect
+
+__all__ = ["GraphReport", "NodeInfo", "REASONS", "TensorInfo", "TraceEvent", "TraceWarning",
+           "TracingError", "monitor", "trace_and_inspect", "watch"]

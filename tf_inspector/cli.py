@@ -1,0 +1,88 @@
+"""tf_inspector's command line.
+
+    bazel run //tf_inspector:cli -- graph path/to/model.py:fn --input 2,3:float32 [--json|--dot|--svg F]
+    bazel run //tf_inspector:cli -- retrace path/to/script.py [script args...]
+
+graph:   traces FUNCTION from a Python file with inputs of the given shapes
+         (use ? for a dimension left unknown) and prints its GraphReport.
+retrace: runs a Python script with every tf.function call monitored, then
+         says which calls retraced, why, and how to fix it.
+Relative paths are taken from the directory `bazel run` was called in.
+"""
+
+import argparse
+import os
+import runpy
+import sys
+
+
+def _path(p):
+    return os.path.join(os.environ.get("BUILD_WORKING_DIRECTORY", ""), p)
+
+
+def _load_function(spec):
+    path, sep, name = spec.rpartition(":")
+    if not sep or not path or not name:
+        raise SystemExit("graph: FUNCTION is FILE.py:NAME, got %r" % spec)
+    if not os.path.exists(_path(path)):
+        raise SystemExit("graph: no such file: %s" % path)
+    namespace = runpy.run_path(_path(path))
+    if name not in namespace:
+        raise SystemExit("graph: %s defines no %r (it defines: %s)" % (
+            path, name, ", ".join(sorted(k for k in namespace if not k.startswith("_")))))
+    return namespace[name]
+
+
+def _input_spec(text):
+    import tensorflow as tf
+    shape, _, dtype = text.partition(":")
+    try:
+        dims = [None if d.strip() == "?" else int(d) for d in shape.split(",") if d.strip()]
+        return tf.TensorSpec(dims, tf.as_dtype(dtype or "float32"))
+    except (ValueError, TypeError):
+        raise argparse.ArgumentTypeError("an input is SHAPE[:DTYPE] like 2,?,3:float32, got %r" % text)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="tf_inspector", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[1])
+    commands = parser.add_subparsers(dest="command", required=True)
+    graph = commands.add_parser("graph", help="trace a function and show its graph node by node")
+    graph.add_argument("function", help="FILE.py:NAME")
+    graph.add_argument("--input", action="append", default=[], type=_input_spec,
+                       help="an input as SHAPE[:DTYPE], e.g. 8,?:float32 (repeat per argument)")
+    out = graph.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the report as JSON")
+    out.add_argument("--dot", action="store_true", help="print Graphviz DOT")
+    out.add_argument("--svg", metavar="FILE", help="write an SVG drawing (needs Graphviz's dot)")
+    retrace = commands.add_parser("retrace", help="run a script and explain every retrace")
+    retrace.add_argument("script", help="the Python script to run")
+    retrace.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    args = parser.parse_args(argv)
+
+    import tf_inspector
+    if args.command == "graph":
+        report = tf_inspector.trace_and_inspect(_load_function(args.function), *args.input)
+        if args.json:
+            print(report.to_json())
+        elif args.dot:
+            print(report.to_dot())
+        elif args.svg:
+            print("wrote %s" % report.render_svg(_path(args.svg)))
+        else:
+            print(report.to_text())
+    else:
+        script = _path(args.script)
+        if not os.path.exists(script):
+            raise SystemExit("retrace: no such script: %s" % args.script)
+        sys.argv = [script] + args.args
+        with tf_inspector.monitor() as recorder:
+            try:
+                runpy.run_path(script, run_name="__main__")
+            finally:
+                print(recorder.explain())
+
+
+if __name__ == "__main__":
+    main()

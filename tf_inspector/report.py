@@ -1,0 +1,148 @@
+"""GraphReport: a traced FuncGraph node by node, with costs, as text, JSON and Graphviz.
+
+The JSON schema (`to_json`), version "tf_inspector.graph_report/1":
+
+    {"schema": "tf_inspector.graph_report/1",
+     "function": str,                       # the traced function's graph name
+     "op_counts": {op_type: int},           # sorted by op type
+     "total_flops": int, "total_bytes": int,  # over nodes with a known cost
+     "unknown_cost_ops": [op_type],         # op types with no cost rule, sorted
+     "nodes": [{"name", "op", "inputs": [tensor name], "outputs": [{"dtype", "shape"}],
+                "device", "flops": int|null, "bytes": int|null}],   # graph order
+     "subgraphs": {name: <the same object>}}  # while/cond bodies, called functions
+
+Shapes are lists with null for unknown dimensions, or null for unknown rank.
+"""
+
+import dataclasses
+import json
+from collections import Counter
+
+SCHEMA = "tf_inspector.graph_report/1"
+
+
+@dataclasses.dataclass
+class TensorInfo:
+    dtype: str
+    shape: tuple  # None for unknown rank; None entries for unknown dimensions
+
+
+@dataclasses.dataclass
+class NodeInfo:
+    name: str
+    op: str
+    inputs: list
+    outputs: list  # [TensorInfo]
+    device: str
+    flops: object  # int, or None when unknown
+    bytes: object
+
+    @property
+    def cost_known(self):
+        return self.flops is not None
+
+
+@dataclasses.dataclass
+class GraphReport:
+    function: str
+    nodes: list
+    subgraphs: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def op_counts(self):
+        return dict(sorted(Counter(n.op for n in self.nodes).items()))
+
+    @property
+    def total_flops(self):
+        return sum(n.flops for n in self.nodes if n.flops is not None)
+
+    @property
+    def total_bytes(self):
+        return sum(n.bytes for n in self.nodes if n.bytes is not None)
+
+    @property
+    def unknown_cost_ops(self):
+        return sorted({n.op for n in self.nodes if n.flops is None})
+
+    # -- renderers ----------------------------------------------------------------------
+
+    def to_dict(self):
+        return {
+            "schema": SCHEMA,
+            "function": self.function,
+            "op_counts": self.op_counts,
+            "total_flops": self.total_flops,
+            "total_bytes": self.total_bytes,
+            "unknown_cost_ops": self.unknown_cost_ops,
+            "nodes": [{
+                "name": n.name, "op": n.op, "inputs": list(n.inputs),
+                "outputs": [{"dtype": t.dtype, "shape": None if t.shape is None else list(t.shape)}
+                            for t in n.outputs],
+                "device": n.device, "flops": n.flops, "bytes": n.bytes,
+            } for n in self.nodes],
+            "subgraphs": {name: sub.to_dict() for name, sub in sorted(self.subgraphs.items())},
+        }
+
+    def to_json(self, indent=2):
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def to_text(self):
+        lines = ["function %s: %d nodes, %s FLOPs, %s bytes moved"
+                 % (self.function, len(self.nodes), _human(self.total_flops), _human(self.total_bytes))]
+        if self.unknown_cost_ops:
+            lines.append("no cost rule for: " + ", ".join(self.unknown_cost_ops))
+        lines.append("op counts: " + ", ".join("%s %d" % kv for kv in self.op_counts.items()))
+        rows = [("node", "op", "outputs", "FLOPs", "bytes")]
+        for n in self.nodes:
+            outs = ", ".join("%s%s" % (t.dtype, _shape(t.shape)) for t in n.outputs) or "-"
+            rows.append((n.name, n.op, outs, "?" if n.flops is None else _human(n.flops),
+                         "?" if n.bytes is None else _human(n.bytes)))
+        widths = [min(48, max(len(r[i]) for r in rows)) for i in range(5)]
+        for r in rows:
+            lines.append("  ".join(c[:48].ljust(w) for c, w in zip(r, widths)).rstrip())
+        for name, sub in sorted(self.subgraphs.items()):
+            lines.append("")
+            lines.extend("  " + line for line in ("subgraph " + sub.to_text()).splitlines())
+        return "\n".join(lines)
+
+    def to_dot(self):
+        """Graphviz DOT source: one box per node, edges along data inputs."""
+        out = ['digraph "%s" {' % self.function, "  rankdir=TB;",
+               '  node [shape=box, fontname="Helvetica", fontsize=10];']
+        names = {n.name for n in self.nodes}
+        for n in self.nodes:
+            shapes = ", ".join(_shape(t.shape) for t in n.outputs)
+            out.append('  "%s" [label="%s\\n%s\\n%s"];' % (n.name, n.op, n.name, shapes))
+        for n in self.nodes:
+            for inp in n.inputs:
+                source = inp.lstrip("^").split(":")[0]
+                if source in names:
+                    style = " [style=dashed]" if inp.startswith("^") else ""
+                    out.append('  "%s" -> "%s"%s;' % (source, n.name, style))
+        out.append("}")
+        return "\n".join(out)
+
+    def render_svg(self, path):
+        """Writes the graph as SVG with Graphviz's `dot` (Debian: apt-get install graphviz)."""
+        import graphviz
+        try:
+            svg = graphviz.Source(self.to_dot()).pipe(format="svg")
+        except graphviz.ExecutableNotFound:
+            raise RuntimeError("rendering SVG needs Graphviz's `dot` program (Debian: apt-get "
+                               "install graphviz); to_dot() gives the DOT text") from None
+        with open(path, "wb") as f:
+            f.write(svg)
+        return path
+
+
+def _shape(shape):
+    if shape is None:
+        return "[?]"
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _human(n):
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return "%.2f%s" % (n / size, unit)
+    return str(n)

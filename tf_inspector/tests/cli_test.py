@@ -1,0 +1,42 @@
+"""The tf_inspector CLI: graph (text, JSON, DOT), retrace, help and errors."""
+
+import json
+import os
+
+import pytest
+
+from tf_inspector import cli
+
+EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "example_model.py")
+
+
+def test_graph_json(capsys):
+    cli.main(["graph", EXAMPLE + ":mlp", "--input", "4,8:float32", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert data["op_counts"]["MatMul"] == 1
+    assert data["total_flops"] >= 2 * 4 * 4 * 8
+
+
+def test_graph_text_and_dot_with_unknown_dims(capsys):
+    cli.main(["graph", EXAMPLE + ":mlp", "--input", "?,8"])
+    assert "MatMul" in capsys.readouterr().out
+    cli.main(["graph", EXAMPLE + ":mlp", "--input", "2,8", "--dot"])
+    assert capsys.readouterr().out.startswith("digraph")
+
+
+def test_retrace_runs_a_script_and_explains(capsys):
+    cli.main(["retrace", EXAMPLE])
+    out = capsys.readouterr().out
+    assert "traced 3 times in 3 calls" in out and "python_value" in out
+
+
+def test_help_and_bad_input(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--help"])
+    assert exit_.value.code == 0 and "retrace" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="defines no 'nope'"):
+        cli.main(["graph", EXAMPLE + ":nope"])
+    with pytest.raises(SystemExit, match="no such file"):
+        cli.main(["graph", "missing.py:f"])
+    with pytest.raises(SystemExit):
+        cli.main(["graph", EXAMPLE + ":mlp", "--input", "a,b"])

@@ -1,0 +1,122 @@
+"""trace_and_inspect: nodes, costs, nested functions, renderers, errors."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_inspector
+from tf_inspector.report import SCHEMA
+
+
+def mlp(x, w, b):
+    return tf.nn.relu(tf.matmul(x, w) + b)
+
+
+def mlp_report():
+    return tf_inspector.trace_and_inspect(mlp, tf.ones([32, 64]), tf.ones([64, 16]), tf.ones([16]))
+
+
+def test_nodes_carry_op_type_inputs_dtypes_shapes_and_costs():
+    report = mlp_report()
+    ops = report.op_counts
+    assert ops["MatMul"] == 1 and ops["Relu"] == 1 and ops["Placeholder"] == 3
+    matmul = next(n for n in report.nodes if n.op == "MatMul")
+    assert matmul.outputs[0].dtype == "float32" and matmul.outputs[0].shape == (32, 16)
+    assert len(matmul.inputs) == 2
+    assert matmul.flops == 2 * 32 * 16 * 64
+    assert matmul.bytes == 4 * (32 * 64 + 64 * 16 + 32 * 16)
+    add = next(n for n in report.nodes if n.op in ("AddV2", "Add"))
+    assert add.flops == 32 * 16
+    assert report.total_flops == 2 * 32 * 16 * 64 + 2 * 32 * 16  # matmul, add, relu
+    assert report.unknown_cost_ops == []
+
+
+def test_node_counts_are_deterministic_across_runs():
+    assert mlp_report().op_counts == mlp_report().op_counts
+    assert [n.name for n in mlp_report().nodes] == [n.name for n in mlp_report().nodes]
+
+
+def test_unknown_ops_are_marked_unknown_not_guessed():
+    report = tf_inspector.trace_and_inspect(lambda x: tf.linalg.svd(x)[0], tf.ones([4, 4]))
+    svd = next(n for n in report.nodes if n.op == "Svd")
+    assert svd.flops is None and "Svd" in report.unknown_cost_ops
+    assert "no cost rule for: Svd" in report.to_text()
+
+
+def test_symbolic_shapes_from_tensor_specs():
+    report = tf_inspector.trace_and_inspect(mlp, tf.TensorSpec([None, 64]), tf.ones([64, 16]), tf.ones([16]))
+    matmul = next(n for n in report.nodes if n.op == "MatMul")
+    assert matmul.outputs[0].shape == (None, 16) and matmul.flops is None
+
+
+def test_nested_functions_get_sub_reports():
+    @tf.function
+    def inner(x):
+        return x * 2.0
+
+    def outer(x, n):
+        i = tf.constant(0)
+        while i < n:
+            x = tf.matmul(x, x)
+            i += 1
+        if tf.reduce_sum(x) > 0:
+            x = x + 1.0
+        return inner(x)
+
+    report = tf_inspector.trace_and_inspect(outer, tf.ones([4, 4]), tf.constant(3))
+    kinds = {n.op for n in report.nodes}
+    assert {"StatelessWhile", "StatelessIf", "PartitionedCall"} <= kinds
+    bodies = [name for name in report.subgraphs if "while_body" in name]
+    assert bodies and report.subgraphs[bodies[0]].op_counts.get("MatMul") == 1
+    assert any("inner" in name for name in report.subgraphs)
+    assert "subgraph" in report.to_text()
+
+
+def test_json_follows_the_documented_schema():
+    data = json.loads(mlp_report().to_json())
+    assert data["schema"] == SCHEMA
+    assert set(data) == {"schema", "function", "op_counts", "total_flops", "total_bytes",
+                         "unknown_cost_ops", "nodes", "subgraphs"}
+    node = data["nodes"][0]
+    assert set(node) == {"name", "op", "inputs", "outputs", "device", "flops", "bytes"}
+    assert all(set(o) == {"dtype", "shape"} for n in data["nodes"] for o in n["outputs"])
+
+
+def test_dot_and_svg(tmp_path):
+    report = mlp_report()
+    dot = report.to_dot()
+    matmul = next(n for n in report.nodes if n.op == "MatMul")
+    assert dot.startswith("digraph") and '-> "%s"' % matmul.name in dot
+    if shutil.which("dot"):
+        path = report.render_svg(str(tmp_path / "g.svg"))
+        assert "<svg" in open(path).read()
+    else:
+        with pytest.raises(RuntimeError, match="apt-get install graphviz"):
+            report.render_svg(str(tmp_path / "g.svg"))
+
+
+def test_a_tf_function_and_the_warp_softmax_op():
+    from kernels import tf_ops
+
+    @tf.function
+    def attention(q, k):
+        return tf_ops.warp_softmax(tf.matmul(q, k, transpose_b=True))
+
+    report = tf_inspector.trace_and_inspect(attention, tf.ones([2, 8, 16]), tf.ones([2, 8, 16]))
+    assert report.op_counts["WarpSoftmax"] == 1
+    bmm = next(n for n in report.nodes if n.op.startswith("BatchMatMul"))
+    assert bmm.flops == 2 * 2 * 8 * 8 * 16
+
+
+def test_bad_input_is_a_clear_error():
+    with pytest.raises(TypeError, match="needs a callable"):
+        tf_inspector.trace_and_inspect(42)
+
+    def untraceable(x):
+        return np.asarray(x) + 1  # a symbolic tensor cannot become a NumPy array
+
+    with pytest.raises(tf_inspector.TracingError, match="could not trace untraceable"):
+        tf_inspector.trace_and_inspect(untraceable, tf.TensorSpec([2]))

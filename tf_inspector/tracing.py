@@ -1,0 +1,90 @@
+"""trace_and_inspect: trace a function with tf.function and describe its FuncGraph.
+
+    report = tf_inspector.trace_and_inspect(fn, tf.ones([2, 3]))
+    print(report.to_text())
+
+`fn` is a plain Python function or a tf.function; inputs are what it would be
+called with (tensors, arrays, Python values, or tf.TensorSpec for symbolic
+shapes). Functions the graph calls (while/cond bodies, nested tf.functions)
+become sub-reports, recursively.
+"""
+
+import tensorflow as tf
+
+from tf_inspector import cost
+from tf_inspector.report import GraphReport, NodeInfo, TensorInfo
+
+
+class TracingError(RuntimeError):
+    """The function could not be traced into a graph; the message names the cause."""
+
+
+def _tensor_info(t):
+    shape = t.shape
+    dims = None if shape.rank is None else tuple(shape.as_list())
+    return TensorInfo(dtype=t.dtype.name, shape=dims)
+
+
+def _numpy_dtype(dtype):
+    try:
+        return dtype.as_numpy_dtype.__name__ if dtype.is_numpy_compatible else "object"
+    except TypeError:
+        return "object"
+
+
+def _io(tensors):
+    return [(None if t.shape.rank is None else tuple(t.shape.as_list()), _numpy_dtype(t.dtype))
+            for t in tensors]
+
+
+def _attrs(op):
+    found = {}
+    for name in ("transpose_a", "transpose_b", "adj_x", "adj_y"):
+        if name in op.node_def.attr:
+            found[name] = op.get_attr(name)
+    return found
+
+
+def _called_functions(op):
+    """Names of the functions an op calls (while/cond bodies, function calls)."""
+    names = []
+    for key in sorted(op.node_def.attr):
+        value = op.node_def.attr[key]
+        if value.HasField("func"):
+            names.append(value.func.name)
+        elif value.HasField("list") and value.list.func:
+            names.extend(f.name for f in value.list.func)
+    return names
+
+
+def build_report(graph, name=None):
+    """A GraphReport of a FuncGraph (and, recursively, the functions it calls)."""
+    nodes, subgraphs = [], {}
+    for op in graph.get_operations():
+        flops, moved = cost.estimate(op.type, _io(op.inputs), _io(op.outputs), _attrs(op))
+        nodes.append(NodeInfo(
+            name=op.name, op=op.type,
+            inputs=[t.name for t in op.inputs] + ["^" + c.name for c in op.control_inputs],
+            outputs=[_tensor_info(t) for t in op.outputs], device=op.device,
+            flops=flops, bytes=moved))
+        for fname in _called_functions(op):
+            function = graph._functions.get(fname)  # noqa: SLF001 - TF keeps them only here
+            if function is not None and fname not in subgraphs:
+                subgraphs[fname] = build_report(function.graph, fname)
+    return GraphReport(function=name or graph.name, nodes=nodes, subgraphs=subgraphs)
+
+
+def trace_and_inspect(fn, *inputs, **kwargs):
+    """Traces `fn` on `inputs` and returns the GraphReport of its concrete function."""
+    if not callable(fn):
+        raise TypeError("trace_and_inspect needs a callable (a Python function or a tf.function), "
+                        "got %s" % type(fn).__name__)
+    function = fn if hasattr(fn, "get_concrete_function") else tf.function(fn)
+    try:
+        concrete = function.get_concrete_function(*inputs, **kwargs)
+    except Exception as e:  # TF raises many types while tracing user code
+        name = getattr(fn, "__name__", type(fn).__name__)
+        raise TracingError("could not trace %s: %s: %s" % (name, type(e).__name__,
+                                                           str(e).split("\n")[0])) from e
+    return build_report(concrete.graph, concrete.name.decode() if isinstance(concrete.name, bytes)
+                        else concrete.name)
