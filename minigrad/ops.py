@@ -173,6 +173,11 @@ def _keepdim_shape(shape, axes):
     return tuple(1 if i in axes else n for i, n in enumerate(shape))
 
 
+def _unreduce(ctx, grad):
+    """A reduction's incoming gradient with the reduced dims back (as size 1)."""
+    return grad if ctx.keepdim else Reshape.apply(grad, _keepdim_shape(ctx.shape, ctx.axes))
+
+
 class Sum(Function):
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
@@ -182,9 +187,7 @@ class Sum(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        if not ctx.keepdim:
-            grad = Reshape.apply(grad, _keepdim_shape(ctx.shape, ctx.axes))
-        return Expand.apply(grad, ctx.shape)
+        return Expand.apply(_unreduce(ctx, grad), ctx.shape)
 
 
 class Mean(Function):
@@ -197,9 +200,7 @@ class Mean(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        if not ctx.keepdim:
-            grad = Reshape.apply(grad, _keepdim_shape(ctx.shape, ctx.axes))
-        return Expand.apply(grad / ctx.count, ctx.shape)
+        return Expand.apply(_unreduce(ctx, grad) / ctx.count, ctx.shape)
 
 
 class Max(Function):
@@ -229,24 +230,53 @@ class Max(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        if not ctx.keepdim:
-            grad = Reshape.apply(grad, _keepdim_shape(ctx.shape, ctx.axes))
-        return grad * ctx.mask
+        return _unreduce(ctx, grad) * ctx.mask
 
 
-# Exp, Tanh and Sigmoid save their output: the gradient is a function of it, and
-# under create_graph the output tensor carries the graph back to the input.
-class Exp(Function):
-    @staticmethod
-    def forward(ctx, a):
-        out = _wrap(np.exp(a.data))
+class _OfOutput(Function):
+    """y = fn(x) whose gradient is a function of y: the output is saved, and under
+    create_graph it carries the graph back to the input."""
+
+    fn = None
+
+    @classmethod
+    def forward(cls, ctx, a):
+        out = _wrap(cls.fn(a.data))
         ctx.save_for_backward(out)
         return out
 
+
+def _sigmoid(x):
+    # exp of a non-positive number only: no overflow for large |x|.
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+class Exp(_OfOutput):
+    fn = staticmethod(np.exp)
+
     @staticmethod
     def backward(ctx, grad):
-        (out,) = ctx.saved_tensors
-        return grad * out
+        (y,) = ctx.saved_tensors
+        return grad * y
+
+
+class Tanh(_OfOutput):
+    fn = staticmethod(np.tanh)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * (1 - y * y)
+
+
+class Sigmoid(_OfOutput):
+    fn = staticmethod(_sigmoid)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * y * (1 - y)
 
 
 class Log(Function):
@@ -270,35 +300,6 @@ class ReLU(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad * ctx.mask
-
-
-class Tanh(Function):
-    @staticmethod
-    def forward(ctx, a):
-        out = _wrap(np.tanh(a.data))
-        ctx.save_for_backward(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        (y,) = ctx.saved_tensors
-        return grad * (1 - y * y)
-
-
-class Sigmoid(Function):
-    @staticmethod
-    def forward(ctx, a):
-        # exp of a non-positive number only: no overflow for large |a|.
-        x = a.data
-        e = np.exp(-np.abs(x))
-        out = _wrap(np.where(x >= 0, 1 / (1 + e), e / (1 + e)))
-        ctx.save_for_backward(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        (y,) = ctx.saved_tensors
-        return grad * y * (1 - y)
 
 
 class Reshape(Function):
