@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Builds the workspace's C++ outputs twice, from two clones at different paths,
+# each in a clean output base with no cache, and compares their SHA-256 digests:
+# identical libraries prove the build depends on neither the checkout's path
+# nor anything left over from an earlier build.
+#
+#   tools/reproducible/check_reproducible.sh [TARGET...]   # default: the C++ libraries below
+#
+# Every .so and .a file the build writes is compared, not only the targets named.
+#
+# Exit status 0 when every output is bit-identical; the differing files otherwise.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+targets=("$@")
+[[ ${#targets[@]} -gt 0 ]] || targets=(//kernels:warp_softmax.so //kernels:warp_softmax_numpy.so
+  //kernels:warp_softmax_tf.so //kernels:softmax_cpu //tools/tests:pybind_example.so
+  //tools/tests:torch_example_op.so //tools/tests:tf_example_op.so)
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+build() {  # build NAME: a clone at $work/NAME/<NAME>-checkout, digests into $work/NAME.sha256
+  local clone="$work/$1/$1-checkout" base="$work/$1/output_base"
+  git -C "$root" worktree add --detach -q "$clone" HEAD 2>/dev/null || git clone -q "$root" "$clone"
+  (cd "$clone" && ./bazelw --output_base="$base" build --disk_cache= --remote_cache= \
+     --curses=no --color=no "${targets[@]}" >"$work/$1.log" 2>&1) ||
+    { echo "check_reproducible: the build in $clone failed:"; tail -20 "$work/$1.log"; return 1; }
+  # Every library the build wrote (Bazel 4.2.3's cquery cannot list output files).
+  local bin; bin="$(cd "$clone" && ./bazelw --output_base="$base" info bazel-bin 2>/dev/null)"
+  (cd "$bin" && find . -path ./external -prune -o -type f \( -name '*.so' -o -name '*.a' \) \
+     -not -path '*.runfiles/*' -print0 | xargs -0 sha256sum) | sort -k2 > "$work/$1.sha256"
+  (cd "$clone" && ./bazelw --output_base="$base" shutdown >/dev/null 2>&1)
+  git -C "$root" worktree remove --force "$clone" 2>/dev/null || true
+}
+
+build first && build second || exit 1
+if diff <(awk '{print $2}' "$work/first.sha256") <(awk '{print $2}' "$work/second.sha256") >/dev/null &&
+   diff "$work/first.sha256" "$work/second.sha256" >/dev/null; then
+  echo "reproducible: $(wc -l < "$work/first.sha256") outputs bit-identical across two clones at different paths"
+  exit 0
+fi
+echo "NOT reproducible: these outputs differ between the two clones:"
+join -j 2 <(sort -k2 "$work/first.sha256") <(sort -k2 "$work/second.sha256") | awk '$2 != $3 {print "  " $1}'
+exit 1
