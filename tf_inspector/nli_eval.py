@@ -26,7 +26,6 @@ def _log(message):
 
 def run(data_dir, train_split, eval_split, model_dir=None, limit=None, work_dir=None,
         batch_size=64):
-    import tensorflow as tf
 
     from tf_inspector import export, nli
     from tf_inspector.bert import BertEncoder
