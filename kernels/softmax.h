@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 namespace warp_softmax {
 
@@ -21,6 +22,14 @@ struct Half {
 struct BFloat16 {
   uint16_t bits;
 };
+
+// A framework's element type T as the kernels' type: its 16-bit float types
+// (FrameworkHalf, FrameworkBFloat16, e.g. at::Half or Eigen::half) become Half
+// and BFloat16; float and double stay.
+template <typename T, typename FrameworkHalf, typename FrameworkBFloat16>
+using core_type_t = std::conditional_t<
+    std::is_same_v<T, FrameworkHalf>, Half,
+    std::conditional_t<std::is_same_v<T, FrameworkBFloat16>, BFloat16, T>>;
 
 // CPU: processes rows [0, rows) on the calling thread; bindings split rows
 // across their framework's threads. T is float, double, Half or BFloat16.

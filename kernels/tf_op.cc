@@ -17,27 +17,16 @@ using tensorflow::OpKernelConstruction;
 using tensorflow::OpKernelContext;
 using tensorflow::Tensor;
 
-// TF's element types -> the kernels' own (same layout).
 template <typename T>
-struct Core {
-  using type = T;
-};
-template <>
-struct Core<Eigen::half> {
-  using type = warp_softmax::Half;
-};
-template <>
-struct Core<Eigen::bfloat16> {
-  using type = warp_softmax::BFloat16;
-};
+using Core = warp_softmax::core_type_t<T, Eigen::half, Eigen::bfloat16>;
 
 template <typename T>
-const typename Core<T>::type* core(const Tensor& t) {
-  return reinterpret_cast<const typename Core<T>::type*>(t.flat<T>().data());
+const Core<T>* core(const Tensor& t) {
+  return reinterpret_cast<const Core<T>*>(t.flat<T>().data());
 }
 template <typename T>
-typename Core<T>::type* core(Tensor* t) {
-  return reinterpret_cast<typename Core<T>::type*>(t->flat<T>().data());
+Core<T>* core(Tensor* t) {
+  return reinterpret_cast<Core<T>*>(t->flat<T>().data());
 }
 
 // Runs body(begin_row, end_row) over TF's intra-op thread pool.

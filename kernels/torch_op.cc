@@ -15,23 +15,12 @@
 
 namespace {
 
-// at:: scalar types -> the kernels' own types (same layout).
 template <typename T>
-struct Core {
-  using type = T;
-};
-template <>
-struct Core<at::Half> {
-  using type = warp_softmax::Half;
-};
-template <>
-struct Core<at::BFloat16> {
-  using type = warp_softmax::BFloat16;
-};
+using Core = warp_softmax::core_type_t<T, at::Half, at::BFloat16>;
 
 template <typename T>
 auto* core_ptr(const at::Tensor& t) {
-  return reinterpret_cast<typename Core<T>::type*>(t.data_ptr<T>());
+  return reinterpret_cast<Core<T>*>(t.data_ptr<T>());
 }
 
 void check_input(const at::Tensor& t, const char* name, const char* op) {
@@ -83,7 +72,7 @@ at::Tensor forward(const at::Tensor& self, int64_t dim, bool log) {
   at::Tensor y = at::empty_like(in.data);
   if (in.data.numel() == 0) return restore_layout(y, self, in.dim);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, in.data.scalar_type(), "warp_softmax", [&] {
-    using core_t = typename Core<scalar_t>::type;
+    using core_t = Core<scalar_t>;
     const core_t* x = core_ptr<scalar_t>(in.data);
     core_t* out = core_ptr<scalar_t>(y);
     if (in.data.device().is_cuda()) {
@@ -124,7 +113,7 @@ at::Tensor backward(const at::Tensor& grad_output, const at::Tensor& output, int
   at::Tensor dx = at::empty_like(g.data);
   if (g.data.numel() == 0) return restore_layout(dx, output, g.dim);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, g.data.scalar_type(), "warp_softmax_backward", [&] {
-    using core_t = typename Core<scalar_t>::type;
+    using core_t = Core<scalar_t>;
     const core_t* dy_p = core_ptr<scalar_t>(g.data);
     const core_t* y_p = core_ptr<scalar_t>(y.data);
     core_t* dx_p = core_ptr<scalar_t>(dx);

@@ -58,13 +58,21 @@ def _dim(x, dim):
     return dim % max(x.ndim, 1)
 
 
-class Softmax(Function):
-    @staticmethod
-    def forward(ctx, x, dim):
+class _RowwiseSoftmax(Function):
+    """softmax-like along `dim`; the output is saved (the gradient is a function of it)."""
+
+    fn = None
+
+    @classmethod
+    def forward(cls, ctx, x, dim):
         ctx.dim = dim = _dim(x, dim)
-        out = Tensor._wrap(_softmax(x.data, dim))
+        out = Tensor._wrap(cls.fn(x.data, dim))
         ctx.save_for_backward(out)
         return out
+
+
+class Softmax(_RowwiseSoftmax):
+    fn = staticmethod(_softmax)
 
     @staticmethod
     def backward(ctx, grad):
@@ -77,13 +85,8 @@ class Softmax(Function):
         return y * (grad - (grad * y).sum(dim, keepdim=True))
 
 
-class LogSoftmax(Function):
-    @staticmethod
-    def forward(ctx, x, dim):
-        ctx.dim = dim = _dim(x, dim)
-        out = Tensor._wrap(_log_softmax(x.data, dim))
-        ctx.save_for_backward(out)
-        return out
+class LogSoftmax(_RowwiseSoftmax):
+    fn = staticmethod(_log_softmax)
 
     @staticmethod
     def backward(ctx, grad):
