@@ -65,6 +65,28 @@ void* current_cuda_stream(const at::Tensor& t) {
 }
 #endif
 
+// Runs a kernel where `t` lives: cuda(stream) on its CUDA device, or cpu(begin_row,
+// end_row) over ATen's threads. The CUDA kernels have no float64.
+template <typename scalar_t, typename Cpu, typename Cuda>
+void launch(const at::Tensor& t, const Rows& r, const char* op, Cpu cpu, Cuda cuda) {
+  if (t.device().is_cuda()) {
+#ifdef WARP_SOFTMAX_WITH_CUDA
+    if constexpr (std::is_same_v<scalar_t, double>) {
+      TORCH_CHECK(false, op, ": float64 is supported on the CPU only");
+    } else {
+      c10::OptionalDeviceGuard guard(t.device());
+      const int err = cuda(current_cuda_stream(t));
+      TORCH_CHECK(err == 0, op, ": CUDA launch failed: ", warp_softmax::cuda_error_string(err));
+    }
+#else
+    TORCH_CHECK(false, op, ": this build has no CUDA kernels; build with --config=cuda");
+#endif
+  } else {
+    const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / r.cols);
+    at::parallel_for(0, r.rows, grain, cpu);
+  }
+}
+
 at::Tensor forward(const at::Tensor& self, int64_t dim, bool log) {
   const char* op = log ? "warp_log_softmax" : "warp_softmax";
   check_input(self, "input", op);
@@ -75,26 +97,14 @@ at::Tensor forward(const at::Tensor& self, int64_t dim, bool log) {
     using core_t = Core<scalar_t>;
     const core_t* x = core_ptr<scalar_t>(in.data);
     core_t* out = core_ptr<scalar_t>(y);
-    if (in.data.device().is_cuda()) {
-#ifdef WARP_SOFTMAX_WITH_CUDA
-      if constexpr (std::is_same_v<scalar_t, double>) {
-        TORCH_CHECK(false, op, ": float64 is supported on the CPU only");
-      } else {
-        c10::OptionalDeviceGuard guard(in.data.device());
-        const int err = warp_softmax::forward_cuda<core_t>(x, out, in.rows, in.cols, log,
-                                                           current_cuda_stream(in.data));
-        TORCH_CHECK(err == 0, op, ": CUDA launch failed: ", warp_softmax::cuda_error_string(err));
-      }
-#else
-      TORCH_CHECK(false, op, ": this build has no CUDA kernels; build with --config=cuda");
-#endif
-    } else {
-      const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / in.cols);
-      at::parallel_for(0, in.rows, grain, [&](int64_t begin, int64_t end) {
-        warp_softmax::forward_cpu<core_t>(x + begin * in.cols, out + begin * in.cols, end - begin,
-                                          in.cols, log);
-      });
-    }
+    const int64_t cols = in.cols;
+    launch<scalar_t>(
+        in.data, in, op,
+        [&](int64_t begin, int64_t end) {
+          warp_softmax::forward_cpu<core_t>(x + begin * cols, out + begin * cols, end - begin, cols, log);
+        },
+        // Generic, so it is only compiled where launch calls it (never for float64).
+        [&](auto stream) { return warp_softmax::forward_cuda<core_t>(x, out, in.rows, cols, log, stream); });
   });
   return restore_layout(y, self, in.dim);
 }
@@ -117,27 +127,16 @@ at::Tensor backward(const at::Tensor& grad_output, const at::Tensor& output, int
     const core_t* dy_p = core_ptr<scalar_t>(g.data);
     const core_t* y_p = core_ptr<scalar_t>(y.data);
     core_t* dx_p = core_ptr<scalar_t>(dx);
-    if (g.data.device().is_cuda()) {
-#ifdef WARP_SOFTMAX_WITH_CUDA
-      if constexpr (std::is_same_v<scalar_t, double>) {
-        TORCH_CHECK(false, op, ": float64 is supported on the CPU only");
-      } else {
-        c10::OptionalDeviceGuard guard(g.data.device());
-        const int err = warp_softmax::backward_cuda<core_t>(dy_p, y_p, dx_p, g.rows, g.cols, log,
-                                                            current_cuda_stream(g.data));
-        TORCH_CHECK(err == 0, op, ": CUDA launch failed: ", warp_softmax::cuda_error_string(err));
-      }
-#else
-      TORCH_CHECK(false, op, ": this build has no CUDA kernels; build with --config=cuda");
-#endif
-    } else {
-      const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / g.cols);
-      at::parallel_for(0, g.rows, grain, [&](int64_t begin, int64_t end) {
-        const int64_t off = begin * g.cols;
-        warp_softmax::backward_cpu<core_t>(dy_p + off, y_p + off, dx_p + off, end - begin, g.cols,
-                                           log);
-      });
-    }
+    const int64_t cols = g.cols;
+    launch<scalar_t>(
+        g.data, g, op,
+        [&](int64_t begin, int64_t end) {
+          const int64_t off = begin * cols;
+          warp_softmax::backward_cpu<core_t>(dy_p + off, y_p + off, dx_p + off, end - begin, cols, log);
+        },
+        [&](auto stream) {
+          return warp_softmax::backward_cuda<core_t>(dy_p, y_p, dx_p, g.rows, cols, log, stream);
+        });
   });
   return restore_layout(dx, output, g.dim);
 }

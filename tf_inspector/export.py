@@ -110,18 +110,19 @@ class TFLiteModel:
         if not hasattr(self, "_interpreter"):
             self._interpreter = _interpreter_class()(model_content=self.content,
                                                      num_threads=os.cpu_count())
+            self._inputs = {d["index"]: _input_name(d["name"])
+                            for d in self._interpreter.get_input_details()}
             self._shape = None
         interp = self._interpreter
         arrays = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
-        details = {d["index"]: d for d in interp.get_input_details()}
         shape = np.shape(input_ids)
         if shape != self._shape:
-            for index in details:
+            for index in self._inputs:
                 interp.resize_tensor_input(index, shape)
             interp.allocate_tensors()
             self._shape = shape
-        for index, d in details.items():
-            interp.set_tensor(index, np.asarray(arrays[_input_name(d["name"])], np.int32))
+        for index, name in self._inputs.items():
+            interp.set_tensor(index, np.asarray(arrays[name], np.int32))
         interp.invoke()
         return interp.get_tensor(interp.get_output_details()[0]["index"])
 

@@ -261,10 +261,10 @@ class Recorder:
         for e in self.events:
             by_function.setdefault(e.function, []).append(e)
         for name, events in by_function.items():
-            state = next(s for s in self._states.values() if s.name == name)
+            # Several tf.function objects can share a name (new_function): count all their calls.
+            calls = sum(s.calls for s in self._states.values() if s.name == name)
             lines.append("%s: traced %d time%s in %d call%s" % (
-                name, len(events), "" if len(events) == 1 else "s", state.calls,
-                "" if state.calls == 1 else "s"))
+                name, len(events), "" if len(events) == 1 else "s", calls, "" if calls == 1 else "s"))
             for e in events:
                 what = ", ".join("%s %s: %s -> %s" % (c.argument, c.reason, c.before, c.after)
                                  for c in e.changes) or e.reasons[0]
@@ -284,6 +284,7 @@ class Recorder:
 
 _active = []  # recorders, innermost last
 _originals = {}
+_tracing = []  # the calls in progress, innermost last: (recorder states, call description)
 
 
 def _patched_maybe_define(args, kwargs, tracing_options):
@@ -292,18 +293,15 @@ def _patched_maybe_define(args, kwargs, tracing_options):
     for recorder, state in states:
         recorder._before_call(state, tracing_options)
     call = describe_call(args or (), kwargs or {}) if states else None
-    _tracing.append((states, call, tracing_options))
+    _tracing.append((states, call))
     try:
         return _originals["_maybe_define_function"](args, kwargs, tracing_options)
     finally:
         _tracing.pop()
 
 
-_tracing = []  # the calls in progress: which states to tell when a trace happens
-
-
 def _patched_create(function_type, type_context, func_graph, tracing_options):
-    states, call, _ = _tracing[-1] if _tracing else ([], None, None)
+    states, call = _tracing[-1] if _tracing else ([], None)
     if not states:
         return _originals["_create_concrete_function"](function_type, type_context, func_graph,
                                                         tracing_options)

@@ -64,6 +64,7 @@ def test_new_function_object_for_the_same_code_in_a_loop():
             tf.function(step)(tf.ones([2]))  # a new tf.function each time
     assert [e.reasons for e in m.events] == [["initial"], ["new_function"], ["new_function"]]
     assert all(e.function.endswith("step") for e in m.events)
+    assert "traced 3 times in 3 calls" in m.explain()
     assert "create the tf.function once" in m.explain()
 
 
