@@ -2,12 +2,15 @@
 
     python3.11 tools/python_env.py ensure   # create if needed; print the env's path
     python3.11 tools/python_env.py path     # print the path it would use
+    python3.13 tools/python_env.py ensure --lock tools/rbe/requirements.lock \
+        --python-version 3.13 --check buildgrid   # the loopback RBE server's env
 
 The environment is a venv under $FRAMEWORK_INTERNALS_CACHE (default
 ~/.cache/framework-internals), named for a digest of requirements.lock and the
 base interpreter, so every clone on a machine, and CI, shares it, and an edited
-lock gets a new one. It is installed into a scratch folder and renamed into
-place only when complete: an interrupted install is never used. Concurrent
+lock gets a new one. It is installed in place (a venv's scripts name their
+interpreter by absolute path, so it cannot be moved afterwards) and marked
+complete last: an interrupted install is never used, and is redone. Concurrent
 callers serialise on a file lock.
 
 Only the standard library is used: this runs on the base interpreter, before
@@ -45,16 +48,17 @@ def cache_root():
     return os.path.join(base, "framework-internals")
 
 
-def check_python(version_info=sys.version_info, executable=sys.executable):
-    if tuple(version_info[:2]) != REQUIRED_PYTHON:
+def check_python(version_info=sys.version_info, executable=sys.executable,
+                 required=REQUIRED_PYTHON):
+    if tuple(version_info[:2]) != tuple(required):
         raise SetupError(
             "Python %d.%d is required, but %s is Python %d.%d: install python%d.%d "
             "or point PYTHON at one (PYTHON=/path/to/python%d.%d ./bazelw ...)"
-            % (REQUIRED_PYTHON + (executable,) + tuple(version_info[:2]) + REQUIRED_PYTHON * 2))
+            % (tuple(required) + (executable,) + tuple(version_info[:2]) + tuple(required) * 2))
     if not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
         raise SetupError(
             "Python.h is missing for %s: install the headers (Debian/Ubuntu: apt-get install "
-            "python3.11-dev python3.11-venv)" % executable)
+            "python%d.%d-dev python%d.%d-venv)" % ((executable,) + tuple(required) * 2))
 
 
 _REQUIREMENT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*(==|===)\s*\S+")
@@ -130,58 +134,63 @@ def _run_streamed(cmd, env=None):
     return proc.wait(), "".join(lines)
 
 
-def _install(partial, lock_file):
-    status, output = _run_streamed([sys.executable, "-m", "venv", partial])
+FRAMEWORKS_CHECK = (
+    "import numpy, torch, tensorflow, pybind11, pytest; "
+    "print('torch', torch.__version__, '| tensorflow', tensorflow.__version__, "
+    "'| numpy', numpy.__version__)")
+
+
+def _install(target, lock_file, check):
+    status, output = _run_streamed([sys.executable, "-m", "venv", target])
     if status != 0:
         if "ensurepip" in output:
             raise SetupError("%s cannot create virtual environments: install python3.11-venv"
                              % sys.executable)
-        raise SetupError(classify_pip_failure(output, partial))
-    python = os.path.join(partial, "bin", "python")
+        raise SetupError(classify_pip_failure(output, target))
+    python = os.path.join(target, "bin", "python")
     status, output = _run_streamed([
         python, "-m", "pip", "install", "--require-hashes", "--progress-bar", "off",
         "--disable-pip-version-check", "--no-warn-script-location", "-r", lock_file])
     if status != 0:
-        raise SetupError(classify_pip_failure(output, partial))
+        raise SetupError(classify_pip_failure(output, target))
     # A broken environment would be cached forever: prove it imports before publishing it.
-    check = ("import numpy, torch, tensorflow, pybind11, pytest; "
-             "print('torch', torch.__version__, '| tensorflow', tensorflow.__version__, "
-             "'| numpy', numpy.__version__)")
     status, output = _run_streamed([python, "-c", check],
                                    env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     if status != 0:
-        raise SetupError("the new Python environment fails to import its frameworks (see above); "
+        raise SetupError("the new Python environment fails its import check (see above); "
                          "report this with the output")
 
 
-def ensure(lock_file=LOCK_FILE):
-    check_python()
+COMPLETE_MARKER = ".complete"
+
+
+def ensure(lock_file=LOCK_FILE, required=REQUIRED_PYTHON, check=FRAMEWORKS_CHECK):
+    check_python(required=required)
     with open(lock_file, "rb") as f:
         lock_bytes = f.read()
     check_lock(lock_bytes.decode("utf-8"), os.path.basename(lock_file))
     final = env_path(lock_bytes)
-    if os.path.isdir(final):
+    marker = os.path.join(final, COMPLETE_MARKER)
+    if os.path.exists(marker):
         return final
     parent = os.path.dirname(final)
     os.makedirs(parent, exist_ok=True)
     with open(os.path.join(parent, ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if os.path.isdir(final):  # another process finished it while we waited
+        if os.path.exists(marker):  # another process finished it while we waited
             return final
-        # Under the lock, any scratch folder left behind is from an interrupted install.
-        for name in os.listdir(parent):
-            if name.endswith(".partial"):
-                shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+        # Under the lock, an unmarked folder is left from an interrupted install.
+        shutil.rmtree(final, ignore_errors=True)
         check_free_space(parent)
-        partial = final + ".partial"
         sys.stderr.write("Creating the Python environment %s from %s (once per lock file)\n"
                          % (final, os.path.basename(lock_file)))
         try:
-            _install(partial, lock_file)
+            _install(final, lock_file, check)
         except BaseException:
-            shutil.rmtree(partial, ignore_errors=True)
+            shutil.rmtree(final, ignore_errors=True)
             raise
-        os.rename(partial, final)
+        with open(marker, "w") as f:
+            f.write(os.path.basename(lock_file) + "\n")
         sys.stderr.write("Python environment ready: %s\n" % final)
     return final
 
@@ -192,14 +201,21 @@ def main(argv=None):
                         help="ensure: create the environment if needed and print its path; "
                              "path: print the path without creating anything")
     parser.add_argument("--lock", default=LOCK_FILE, help="the lock file (default: %(default)s)")
+    parser.add_argument("--python-version", default="%d.%d" % REQUIRED_PYTHON,
+                        help="the Python the lock is for (default: %(default)s)")
+    parser.add_argument("--check", metavar="MODULES",
+                        help="comma-separated modules the new environment must import "
+                             "(default: the workspace's frameworks)")
     args = parser.parse_args(argv)
+    required = tuple(int(part) for part in args.python_version.split("."))
+    check = ("import " + args.check) if args.check else FRAMEWORKS_CHECK
     try:
         if args.command == "path":
-            check_python()
+            check_python(required=required)
             with open(args.lock, "rb") as f:
                 print(env_path(f.read()))
         else:
-            print(ensure(args.lock))
+            print(ensure(args.lock, required, check))
     except SetupError as e:
         sys.stderr.write("error: %s\n" % e)
         return 2

@@ -64,8 +64,27 @@ def test_an_environment_that_fails_its_check_is_never_published(tmp_path, monkey
     monkeypatch.setenv("FRAMEWORK_INTERNALS_CACHE", str(tmp_path))
     lock = tmp_path / "empty.lock"
     lock.write_text("# nothing pinned\n")
-    with pytest.raises(python_env.SetupError, match="fails to import"):
+    with pytest.raises(python_env.SetupError, match="fails its import check"):
         python_env.ensure(str(lock))
     final = python_env.env_path(lock.read_bytes())
     assert not os.path.exists(final)
     assert os.listdir(os.path.dirname(final)) == [".lock"]
+
+
+def test_an_environment_is_usable_where_it_lies_and_an_unmarked_one_is_redone(tmp_path, monkeypatch):
+    monkeypatch.setenv("FRAMEWORK_INTERNALS_CACHE", str(tmp_path))
+    lock = tmp_path / "empty.lock"
+    lock.write_text("# nothing pinned\n")
+    final = python_env.ensure(str(lock), check="import json")
+    # Its scripts name its own interpreter (a venv cannot be moved after install;
+    # pip writes a /bin/sh trampoline when the path is too long for a #! line).
+    with open(os.path.join(final, "bin", "pip")) as f:
+        head = f.read(1000)
+    assert os.path.join(final, "bin", "python") in head
+    # An install interrupted before the marker is written is removed and redone.
+    os.remove(os.path.join(final, python_env.COMPLETE_MARKER))
+    leftover = os.path.join(final, "leftover")
+    open(leftover, "w").close()
+    assert python_env.ensure(str(lock), check="import json") == final
+    assert os.path.exists(os.path.join(final, python_env.COMPLETE_MARKER))
+    assert not os.path.exists(leftover)
