@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Proves the suite runs on a Remote Execution API server and that its results
+# are cached there: `bazel test //... --config=rbe` in a clean output base, then
+# again in another clean output base. Prints, for each run, the actions
+# executed remotely, the remote cache hits and the wall time; the second run
+# must execute nothing (goal: 100% remote cache hits).
+#
+#   tools/rbe/check_rbe.sh [BAZEL_ARGS...]     e.g. --config=ci
+#
+# Starts tools/rbe_local.sh's server (and stops it at the end) unless one is
+# already running; RBE_KEEP=1 leaves it running. Needs ./bazelw to have run
+# once (the Python environment). Output bases go to a temp folder, removed after.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$ROOT"
+work="$(mktemp -d "${TMPDIR:-/tmp}/rbe-check.XXXXXX")"
+started=""
+cleanup() {
+  for base in "$work"/base*; do
+    [ -d "$base" ] && ./bazelw --output_base="$base" shutdown >/dev/null 2>&1 || true
+  done
+  rm -rf "$work"
+  if [ -n "$started" ] && [ -z "${RBE_KEEP:-}" ]; then tools/rbe_local.sh stop; fi
+}
+trap cleanup EXIT
+
+if ! tools/rbe_local.sh status >/dev/null 2>&1; then
+  tools/rbe_local.sh start
+  started=1
+fi
+
+# run N: one clean `bazel test //... --config=rbe`; prints its figures.
+run() {
+  local n="$1" log="$work/run$1.log" start end rc=0 line
+  shift
+  start=$(date +%s.%N)
+  ./bazelw --output_base="$work/base$n" test //... --config=rbe "$@" >"$log" 2>&1 || rc=$?
+  end=$(date +%s.%N)
+  line="$(grep -E '^INFO: [0-9]+ processes' "$log" | tail -1)"
+  [ "$rc" = 0 ] || { tail -40 "$log" >&2; echo "rbe check: run $n failed (exit $rc)" >&2; exit 1; }
+  # Bazel 4.2: "INFO: 140 processes: 100 remote cache hit, 30 internal, 10 remote."
+  python3 - "$n" "$line" "$start" "$end" "$work/figures" <<'EOF'
+import re, sys
+n, line, start, end, out = sys.argv[1:]
+counts = {kind.strip(): int(num) for num, kind in re.findall(r"(\d+) ([a-z -]+?)[,.]", line.split(":", 1)[1].split("processes:", 1)[1])}
+hits = counts.pop("remote cache hit", 0)
+remote = counts.pop("remote", 0)
+counts.pop("internal", 0)
+local = sum(counts.values())  # anything else ran on this machine
+total = hits + remote + local
+rate = 100.0 * hits / total if total else 100.0
+wall = float(end) - float(start)
+print("rbe run %s: %d actions executed remotely, %d remote cache hits, %d run locally "
+      "(%.1f%% cache hits), wall %.1f s" % (n, remote, hits, local, rate, wall))
+with open(out, "a") as f:
+    f.write("%s %d %d %d %.1f\n" % (n, remote, hits, local, rate))
+EOF
+}
+
+run 1 "$@"
+run 2 "$@"
+read -r _ remote2 hits2 local2 rate2 < <(tail -1 "$work/figures")
+if [ "$remote2" != 0 ] || [ "$local2" != 0 ]; then
+  echo "rbe check: FAILED: the second clean build executed $remote2 actions remotely and" \
+    "$local2 locally instead of taking them from the remote cache ($rate2% hits)" >&2
+  exit 1
+fi
+echo "rbe check: second clean build: $hits2 remote cache hits, 100%, nothing executed"
+
+# Hermetic actions: from inside a remote action the workspace and $HOME look
+# empty, apart from the executor image's Python environment (and its base interpreter).
+env_dir="$(python3.11 tools/python_env.py path)"
+base_dir="$(dirname "$(sed -n 's/^home = //p' "$env_dir/pyvenv.cfg")")"
+if ./bazelw --output_base="$work/base2" test //tools/rbe:isolation_test --config=rbe "$@" \
+    --test_env=FORBIDDEN="$ROOT:$HOME" --test_env=ALLOWED="$env_dir:$base_dir" --test_output=all \
+    >"$work/isolation.log" 2>&1; then
+  grep -E "^ok: " "$work/isolation.log" | sed 's/^/rbe check: isolation /'
+else
+  grep -E "^(ok|FAIL): |^ERROR" "$work/isolation.log" >&2
+  echo "rbe check: FAILED: remote actions can read undeclared files" >&2
+  exit 1
+fi
+echo "rbe check: passed"
