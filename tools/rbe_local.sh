@@ -43,7 +43,8 @@ find_postgres() {
 }
 
 # Runs a PostgreSQL program as a user it accepts (it refuses root).
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+# (From /: the postgres user may not enter the current folder.)
+as_pg() { if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi; }
 
 wait_for_port() {  # PORT SECONDS LOG
   local i

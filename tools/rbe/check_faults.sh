@@ -28,6 +28,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+# No bazel-* links in the clone for these throwaway output bases.
+NO_LINKS=--symlink_prefix=/
 failures=0
 
 say() { echo "rbe faults: $*"; }
@@ -39,7 +41,7 @@ fresh_server() { tools/rbe_local.sh stop >/dev/null 2>&1 || true; tools/rbe_loca
 # key never cached.
 slow_bg() {
   local name="$1"; shift
-  ./bazelw --output_base="$work/base-$name" test //tools/rbe:slow_test "$@" \
+  ./bazelw --output_base="$work/base-$name" test //tools/rbe:slow_test $NO_LINKS "$@" \
     --test_env=FAULT_RUN="$name-$$-$RANDOM" >"$work/$name.log" 2>&1 &
 }
 
@@ -64,26 +66,29 @@ kill_tree() {  # kills a process and all its descendants at once, like a lost ma
 
 SLOW_ACTION='start .* -> .*/slow_test/'
 
-server_stopped() {
-  local pid rc message
-  say "server_stopped: kill BuildGrid while a test runs remotely"
+# kill_server_mid_test NAME CONFIG: a fresh server, the slow test under --config=CONFIG,
+# BuildGrid killed once the test runs remotely; sets rc to Bazel's exit status.
+kill_server_mid_test() {
+  local pid
   fresh_server
-  slow_bg stop-plain --config=rbe; pid=$!
-  wait_for_log "$SLOW_ACTION" 300 >/dev/null || { fail "no remote action started"; kill "$pid"; return 0; }
+  slow_bg "$1" --config="$2"; pid=$!
+  wait_for_log "$SLOW_ACTION" 300 >/dev/null || { kill "$pid"; rc=no-start; return 0; }
   kill -9 "$(cat "$STATE/buildgrid.pid")"
   rc=0; wait "$pid" || rc=$?
+}
+
+server_stopped() {
+  local rc message
+  say "server_stopped: kill BuildGrid while a test runs remotely"
+  kill_server_mid_test stop-plain rbe
   message="$(grep -m1 -E '^ERROR: ' "$work/stop-plain.log" || true)"
-  if [ "$rc" != 0 ] && [ -n "$message" ]; then
+  if [ "$rc" != 0 ] && [ "$rc" != no-start ] && [ -n "$message" ]; then
     say "  --config=rbe: build failed (exit $rc) with: ${message:0:300}"
   else
     fail "--config=rbe with the server gone: exit $rc, message '${message}'"
   fi
 
-  fresh_server
-  slow_bg stop-fallback --config=rbe_fallback; pid=$!
-  wait_for_log "$SLOW_ACTION" 300 >/dev/null || { fail "no remote action started"; kill "$pid"; return 0; }
-  kill -9 "$(cat "$STATE/buildgrid.pid")"
-  rc=0; wait "$pid" || rc=$?
+  kill_server_mid_test stop-fallback rbe_fallback
   if [ "$rc" = 0 ] && grep -q -E 'processes:.* local' "$work/stop-fallback.log"; then
     say "  --config=rbe_fallback: build passed, finished locally: $(grep -E '^INFO: [0-9]+ processes' "$work/stop-fallback.log")"
   else
@@ -127,14 +132,14 @@ corrupt_blob() {
   local hash rc out
   say "corrupt_blob: change blobs on the server's disk under the CAS's back"
   fresh_server 1
-  ./bazelw --output_base="$work/base-seed" build //kernels:softmax_cpu --config=rbe >"$work/seed.log" 2>&1 ||
+  ./bazelw --output_base="$work/base-seed" build //kernels:softmax_cpu --config=rbe $NO_LINKS >"$work/seed.log" 2>&1 ||
     { fail "seed build failed"; tail -20 "$work/seed.log"; return 0; }
 
   # A cached output (the compiled library) corrupted: a clean build must not use it.
   out="$(find "$work/base-seed/execroot" -path '*/bin/kernels/libsoftmax_cpu.a' | head -1)"
   hash="$(corrupt "$out")" || { fail "could not corrupt the cached library"; return 0; }
   rc=0
-  ./bazelw --output_base="$work/base-output" build //kernels:softmax_cpu --config=rbe >"$work/output.log" 2>&1 || rc=$?
+  ./bazelw --output_base="$work/base-output" build //kernels:softmax_cpu --config=rbe $NO_LINKS >"$work/output.log" 2>&1 || rc=$?
   local got; got="$(find "$work/base-output/execroot" -path '*/bin/kernels/libsoftmax_cpu.a' 2>/dev/null | head -1)"
   if [ -n "$got" ] && [ "$(sha256sum "$got" | cut -d' ' -f1)" = "$hash" ] && [ "$rc" = 0 ]; then
     say "  cached output ${hash:0:12} corrupted: Bazel refused it and rebuilt it identical ($(grep -E '^INFO: [0-9]+ processes' "$work/output.log"))"
@@ -150,10 +155,11 @@ corrupt_blob() {
   hash="$(corrupt kernels/softmax_cpu.cc)" || { fail "could not corrupt the source"; return 0; }
   tools/rbe_local.sh workers 1 2>/dev/null
   rc=0
-  ./bazelw --output_base="$work/base-input" build //kernels:softmax_cpu --config=rbe \
+  ./bazelw --output_base="$work/base-input" build //kernels:softmax_cpu --config=rbe $NO_LINKS \
     --copt=-DRBE_FAULT_CHECK >"$work/input.log" 2>&1 || rc=$?
   if grep -q "REJECTED .*${hash:0:12}" "$STATE"/worker-*.log && [ "$rc" != 0 ]; then
-    say "  input ${hash:0:12} corrupted: the bot rejected it; Bazel (exit $rc): $(grep -m1 -E '^ERROR: ' "$work/input.log" | cut -c1-300)"
+    say "  input ${hash:0:12} corrupted: the bot rejected it; Bazel (exit $rc):" \
+      "$(grep -m1 -A1 -E '^ERROR: ' "$work/input.log" | tr '\n' ' ' | cut -c1-400)"
   else
     fail "the corrupted input ${hash:0:12}: build exit $rc, rejected: $(grep -c REJECTED "$STATE"/worker-*.log)"
     tail -20 "$work/input.log"

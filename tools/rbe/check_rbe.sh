@@ -23,6 +23,9 @@ cleanup() {
   if [ -n "$started" ] && [ -z "${RBE_KEEP:-}" ]; then tools/rbe_local.sh stop; fi
 }
 trap cleanup EXIT
+# No bazel-* links in the clone for these throwaway output bases: a link into
+# another live output base would make `//...` wander into its external/ folder.
+NO_LINKS=--symlink_prefix=/
 
 if ! tools/rbe_local.sh status >/dev/null 2>&1; then
   tools/rbe_local.sh start
@@ -34,7 +37,7 @@ run() {
   local n="$1" log="$work/run$1.log" start end rc=0 line
   shift
   start=$(date +%s.%N)
-  ./bazelw --output_base="$work/base$n" test //... --config=rbe "$@" >"$log" 2>&1 || rc=$?
+  ./bazelw --output_base="$work/base$n" test //... --config=rbe $NO_LINKS "$@" >"$log" 2>&1 || rc=$?
   end=$(date +%s.%N)
   line="$(grep -E '^INFO: [0-9]+ processes' "$log" | tail -1)"
   [ "$rc" = 0 ] || { tail -40 "$log" >&2; echo "rbe check: run $n failed (exit $rc)" >&2; exit 1; }
@@ -71,7 +74,7 @@ echo "rbe check: second clean build: $hits2 remote cache hits, 100%, nothing exe
 # empty, apart from the executor image's Python environment (and its base interpreter).
 env_dir="$(python3.11 tools/python_env.py path)"
 base_dir="$(dirname "$(sed -n 's/^home = //p' "$env_dir/pyvenv.cfg")")"
-if ./bazelw --output_base="$work/base2" test //tools/rbe:isolation_test --config=rbe "$@" \
+if ./bazelw --output_base="$work/base2" test //tools/rbe:isolation_test --config=rbe $NO_LINKS "$@" \
     --test_env=FORBIDDEN="$ROOT:$HOME" --test_env=ALLOWED="$env_dir:$base_dir" --test_output=all \
     >"$work/isolation.log" 2>&1; then
   grep -E "^ok: " "$work/isolation.log" | sed 's/^/rbe check: isolation /'

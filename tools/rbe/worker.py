@@ -222,7 +222,7 @@ class Bot:
             props.append(("gpu", "nvidia"))
         return [worker_pb2.Device.Property(key=k, value=v) for k, v in props]
 
-    def run(self):
+    def create_session(self):
         session = bots_pb2.BotSession(
             bot_id=self.args.name, status=bots_pb2.BotStatus.Value("OK"),
             worker=worker_pb2.Worker(devices=[worker_pb2.Device(
@@ -233,6 +233,10 @@ class Bot:
         log("bot %s: session %s, properties %s" % (
             self.args.name, session.name,
             ", ".join("%s=%s" % (p.key, p.value) for p in session.worker.devices[0].properties)))
+        return session
+
+    def run(self):
+        session = self.create_session()
         while not self.stopping:
             for lease in session.leases:
                 if lease.id in self.done:
@@ -248,18 +252,26 @@ class Bot:
                     self.running.add(lease.id)
                     threading.Thread(target=self.execute, args=(lease.id, lease.payload),
                                      daemon=True).start()
-            # Busy: report at least every HEARTBEAT_S, at once when an action ends.
-            # Idle: BuildGrid holds the call until it has work (long poll).
-            busy = bool(self.running)
+            # Busy: report at least every HEARTBEAT_S, at once when an action ends
+            # (the server answers a busy bot at once: bots-long-poll-during-execution
+            # is off). Idle: the server holds the call until it has work.
             try:
                 session = self.bots.UpdateBotSession(
                     bots_pb2.UpdateBotSessionRequest(name=session.name, bot_session=session),
-                    timeout=HEARTBEAT_S * 3 if busy else 10)
+                    timeout=10)
             except grpc.RpcError as e:
-                if e.code() not in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):
-                    raise
-                log("bot %s: UpdateBotSession %s; retrying" % (self.args.name, e.code().name))
+                if e.code() in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):
+                    log("bot %s: UpdateBotSession %s; retrying" % (self.args.name, e.code().name))
+                    time.sleep(1)
+                    continue
+                # The server closed the session (it missed our keepalive, or was
+                # restarted): it has requeued our jobs, so start over.
+                log("bot %s: session lost (%s: %s); starting a new one" % (
+                    self.args.name, e.code().name, e.details()))
+                self.running.clear()
+                self.done.clear()
                 time.sleep(1)
+                session = self.create_session()
                 continue
             if self.running:
                 self.wake.wait(HEARTBEAT_S)

@@ -17,7 +17,7 @@ trap '$server stop >/dev/null 2>&1; rm -rf "$REMOTE_CACHE_DIR" "$work"' EXIT
 
 build() {  # build NAME: a clean output base, the remote cache, no disk cache
   local log="$work/$1.log" start=$SECONDS status
-  ./bazelw --output_base="$work/$1" build --config=remote_cache --disk_cache= \
+  ./bazelw --output_base="$work/$1" build --config=remote_cache --disk_cache= --symlink_prefix=/ \
     --curses=no --color=no "${targets[@]}" >"$log" 2>&1
   status=$?
   ./bazelw --output_base="$work/$1" shutdown >/dev/null 2>&1
