@@ -26,6 +26,20 @@ trap cleanup EXIT
 # No bazel-* links in the clone for these throwaway output bases: a link into
 # another live output base would make `//...` wander into its external/ folder.
 NO_LINKS=--symlink_prefix=/
+STATE="${RBE_STATE:-${TMPDIR:-/tmp}/framework-internals-rbe}"
+# //... as the list of its packages, which this clone's own output base lists:
+# the clone's bazel-<folder> link (named after the folder, so .bazelignore
+# cannot list it) points into that output base, and a build in another output
+# base would walk into it.
+mapfile -t ALL < <(./bazelw query //... --output=package 2>/dev/null | sed 's|^|//|; s|$|:all|')
+[ "${#ALL[@]}" -gt 0 ] || { echo "rbe check: bazel query //... found no packages" >&2; exit 1; }
+
+cas_figures() {  # what the loopback server's CAS holds (BuildGrid's !disk-storage)
+  local objects="$STATE/cas/cas/objects"
+  [ -d "$objects" ] || return 0
+  echo "rbe check: server CAS after run $1: $(find "$objects" -type f | wc -l) blobs," \
+    "$(du -sm "$objects" | cut -f1) MB"
+}
 
 if ! tools/rbe_local.sh status >/dev/null 2>&1; then
   tools/rbe_local.sh start
@@ -37,7 +51,7 @@ run() {
   local n="$1" log="$work/run$1.log" start end rc=0 line
   shift
   start=$(date +%s.%N)
-  ./bazelw --output_base="$work/base$n" test //... --config=rbe $NO_LINKS "$@" >"$log" 2>&1 || rc=$?
+  ./bazelw --output_base="$work/base$n" test "${ALL[@]}" --config=rbe $NO_LINKS "$@" >"$log" 2>&1 || rc=$?
   end=$(date +%s.%N)
   line="$(grep -E '^INFO: [0-9]+ processes' "$log" | tail -1)"
   [ "$rc" = 0 ] || { tail -40 "$log" >&2; echo "rbe check: run $n failed (exit $rc)" >&2; exit 1; }
@@ -61,7 +75,9 @@ EOF
 }
 
 run 1 "$@"
+cas_figures 1
 run 2 "$@"
+cas_figures 2
 read -r _ remote2 hits2 local2 rate2 < <(tail -1 "$work/figures")
 if [ "$remote2" != 0 ] || [ "$local2" != 0 ]; then
   echo "rbe check: FAILED: the second clean build executed $remote2 actions remotely and" \
