@@ -213,6 +213,21 @@ class Bot:
             if args.isolate != "off" and (work + "/").startswith(os.path.realpath(path) + "/"):
                 raise SystemExit("error: --work-dir %s lies inside %s, which actions must not see"
                                  % (work, path))
+        self.isolate = args.isolate
+        if self.isolate == "auto" and not self._isolation_works():
+            log("warning: no private mount namespace here (needs root, or unprivileged user "
+                "namespaces, and unshare): actions can read $HOME and %s" % ", ".join(args.hide))
+            self.isolate = "off"
+
+    def _isolation_works(self):
+        scratch = tempfile.mkdtemp(prefix="probe-", dir=self.args.work_dir)
+        try:
+            prefix = isolation_prefix("auto", self.hide, self.keep, scratch)
+            return bool(prefix) and subprocess.call(
+                prefix + [scratch, "true"], stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL) == 0
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     def properties(self):
         props = [("OSFamily", "Linux")]
@@ -319,7 +334,7 @@ class Bot:
             env = {v.name: v.value for v in command.environment_variables}
             timeout = action.timeout.seconds or self.args.default_timeout
             argv = list(command.arguments)
-            prefix = isolation_prefix(self.args.isolate, self.hide, self.keep, scratch)
+            prefix = isolation_prefix(self.isolate, self.hide, self.keep, scratch)
             outputs = list(command.output_files) + list(command.output_paths)
             log("lease %s: start %s -> %s" % (lease_id, os.path.basename(argv[0]),
                                              outputs[0] if outputs else "-"))
