@@ -6,6 +6,7 @@
 # must execute nothing (goal: 100% remote cache hits).
 #
 #   tools/rbe/check_rbe.sh [BAZEL_ARGS...]     e.g. --config=ci
+#   tools/rbe/check_rbe.sh --config=cuda --test_tag_filters=cuda,-gpu,-slow
 #
 # Starts tools/rbe_local.sh's server (and stops it at the end) unless one is
 # already running; RBE_KEEP=1 leaves it running. Needs ./bazelw to have run
@@ -92,6 +93,7 @@ env_dir="$(python3.11 tools/python_env.py path)"
 base_dir="$(dirname "$(sed -n 's/^home = //p' "$env_dir/pyvenv.cfg")")"
 if ./bazelw --output_base="$work/base2" test //tools/rbe:isolation_test --config=rbe $NO_LINKS "$@" \
     --test_env=FORBIDDEN="$ROOT:$HOME" --test_env=ALLOWED="$env_dir:$base_dir" --test_output=all \
+    --test_tag_filters= \
     >"$work/isolation.log" 2>&1; then
   grep -E "^ok: " "$work/isolation.log" | sed 's/^/rbe check: isolation /'
 else
