@@ -6,6 +6,8 @@
 #   tools/rbe_local.sh stop              stops everything by pid, deletes its state
 #   tools/rbe_local.sh prepare           only creates BuildGrid's Python environment
 #   tools/rbe_local.sh status            what runs, with pids
+#   tools/rbe_local.sh state             prints the state folder
+#   tools/rbe_local.sh image             prints the executor image's folders, one a line
 #
 # BuildGrid (PyPI, tools/rbe/requirements.lock) runs on Python 3.13 from a venv
 # tools/python_env.py makes; its scheduler keeps state in a private PostgreSQL
@@ -111,21 +113,28 @@ stop_pid() {  # PIDFILE: TERM, then KILL after 5 s
   rm -f "$1"
 }
 
+# The executor image: the workspace's Python environment and the interpreter it
+# was made from, which stay visible to actions when $HOME is hidden.
+image() {
+  local env
+  env="$(workspace_env)"
+  echo "$env"
+  dirname "$(sed -n 's/^home = //p' "$env/pyvenv.cfg")"
+}
+
 workers() {  # N: stops the bots there are, starts N new ones with empty blob caches
-  local n="$1" env main_env base i pidfile
+  local n="$1" env main_env i pidfile path image_args=()
   alive "$STATE/buildgrid.pid" || die "the server is not running: tools/rbe_local.sh start"
   for pidfile in "$STATE"/worker-*.pid; do stop_pid "$pidfile"; done
   rm -rf "$STATE"/worker-*
   env="$(buildgrid_env)"
   main_env="$(workspace_env)"
-  # The executor image: the workspace's Python environment and the interpreter
-  # it was made from stay visible to actions when $HOME is hidden.
-  base="$(dirname "$(sed -n 's/^home = //p' "$main_env/pyvenv.cfg")")"
+  while read -r path; do image_args+=(--image-path "$path"); done < <(image)
   for ((i = 1; i <= n; i++)); do
     mkdir -p "$STATE/worker-$i"
     nohup "$env/bin/python" "$ROOT/tools/rbe/worker.py" --server "http://127.0.0.1:$PORT" \
       --name "worker-$i" --work-dir "$STATE/worker-$i" --python-env "$main_env" \
-      --image-path "$main_env" --image-path "$base" --hide "$ROOT" \
+      "${image_args[@]}" --hide "$ROOT" \
       >"$STATE/worker-$i.log" 2>&1 &
     echo $! >"$STATE/worker-$i.pid"
   done
@@ -159,5 +168,7 @@ case "${1:-}" in
   prepare) buildgrid_env >/dev/null ;;
   stop) stop ;;
   status) status ;;
-  *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ] || exit 2 ;;
+  state) echo "$STATE" ;;
+  image) image ;;
+  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ] || exit 2 ;;
 esac

@@ -18,7 +18,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
-STATE="${RBE_STATE:-${TMPDIR:-/tmp}/framework-internals-rbe}"
+STATE="$(tools/rbe_local.sh state)"
 work="$(mktemp -d "${TMPDIR:-/tmp}/rbe-faults.XXXXXX")"
 cleanup() {
   for base in "$work"/base-*; do

@@ -27,7 +27,7 @@ trap cleanup EXIT
 # No bazel-* links in the clone for these throwaway output bases: a link into
 # another live output base would make `//...` wander into its external/ folder.
 NO_LINKS=--symlink_prefix=/
-STATE="${RBE_STATE:-${TMPDIR:-/tmp}/framework-internals-rbe}"
+STATE="$(tools/rbe_local.sh state)"
 # //... as the list of its packages, which this clone's own output base lists:
 # the clone's bazel-<folder> link (named after the folder, so .bazelignore
 # cannot list it) points into that output base, and a build in another output
@@ -89,10 +89,9 @@ echo "rbe check: second clean build: $hits2 remote cache hits, 100%, nothing exe
 
 # Hermetic actions: from inside a remote action the workspace and $HOME look
 # empty, apart from the executor image's Python environment (and its base interpreter).
-env_dir="$(python3.11 tools/python_env.py path)"
-base_dir="$(dirname "$(sed -n 's/^home = //p' "$env_dir/pyvenv.cfg")")"
+allowed="$(tools/rbe_local.sh image | paste -sd:)"
 if ./bazelw --output_base="$work/base2" test //tools/rbe:isolation_test --config=rbe $NO_LINKS "$@" \
-    --test_env=FORBIDDEN="$ROOT:$HOME" --test_env=ALLOWED="$env_dir:$base_dir" --test_output=all \
+    --test_env=FORBIDDEN="$ROOT:$HOME" --test_env=ALLOWED="$allowed" --test_output=all \
     --test_tag_filters= \
     >"$work/isolation.log" 2>&1; then
   grep -E "^ok: " "$work/isolation.log" | sed 's/^/rbe check: isolation /'
