@@ -78,7 +78,9 @@ start() {
   env="$(buildgrid_env)"
   workspace_env >/dev/null
 
-  rm -rf "$STATE" && mkdir -p "$STATE/postgres" "$STATE/cas" && chmod 755 "$STATE"
+  # Leftovers of a start that failed half-way (a PostgreSQL still running) go first.
+  [ -d "$STATE" ] && stop >/dev/null 2>&1
+  mkdir -p "$STATE/postgres" "$STATE/cas" && chmod 755 "$STATE"
   pguser="$(id -un)"
   if [ "$(id -u)" = 0 ]; then chown postgres "$STATE/postgres"; pguser=postgres; fi
   say "PostgreSQL cluster in $STATE/postgres"
@@ -95,7 +97,7 @@ start() {
   sed -e "s|@STATE@|$STATE|g" -e "s|@PORT@|$PORT|g" -e "s|@PGUSER@|$pguser|g" \
     "$ROOT/tools/rbe/buildgrid.yml.in" >"$STATE/buildgrid.yml"
   say "BuildGrid on 127.0.0.1:$PORT"
-  nohup "$env/bin/bgd" server start ${RBE_VERBOSE:+-v} "$STATE/buildgrid.yml" >"$STATE/buildgrid.log" 2>&1 &
+  nohup "$env/bin/bgd" server start "$STATE/buildgrid.yml" >"$STATE/buildgrid.log" 2>&1 &
   echo $! >"$STATE/buildgrid.pid"
   wait_for_port "$PORT" 60 "$STATE/buildgrid.log"
 
