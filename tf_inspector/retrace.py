@@ -192,8 +192,12 @@ def _sizes(captured):
 # -- the recorder ---------------------------------------------------------------------------
 
 class _FunctionState:
-    def __init__(self, name, code):
+    def __init__(self, name, code, cache):
         self.name, self.code = name, code
+        # Held so that its id, the recorder's key, is not reused while recording:
+        # once a tf.function is collected a new one's cache can get the same id,
+        # and its first trace would read as a retrace (FunctionCache takes no weakref).
+        self.cache = cache
         self.calls = 0
         self.traces = []   # call descriptions of past traces
         self.frozen = {}   # simple captured values at the last trace
@@ -221,7 +225,8 @@ class Recorder:
         key = id(tracing_options.function_cache)
         if key not in self._states:
             name = getattr(fn, "__qualname__", getattr(fn, "__name__", tracing_options.name))
-            self._states[key] = _FunctionState(name, getattr(fn, "__code__", None))
+            self._states[key] = _FunctionState(
+                name, getattr(fn, "__code__", None), tracing_options.function_cache)
         return self._states[key]
 
     def _before_call(self, state, tracing_options):
