@@ -166,7 +166,10 @@ corrupt_blob() {
   fi
 }
 
-for fault in "${@:-server_stopped worker_killed corrupt_blob}"; do
-  for f in $fault; do "$f"; done
+ALL_FAULTS=(server_stopped worker_killed corrupt_blob)
+faults=("${@:-${ALL_FAULTS[@]}}")
+for fault in "${faults[@]}"; do
+  [[ " ${ALL_FAULTS[*]} " == *" $fault "* ]] || { say "unknown fault '$fault' (known: ${ALL_FAULTS[*]})"; exit 2; }
 done
+for fault in "${faults[@]}"; do "$fault"; done
 [ "$failures" = 0 ] && say "all faults handled" || { say "$failures fault check(s) failed"; exit 1; }
