@@ -2,6 +2,7 @@
 
     import kernels
     kernels.warp_softmax(x, dim=-1)                   # the PyTorch operator (ops.py)
+    kernels.cpu_isa()                                 # its CPU kernels' level: avx512, avx2, baseline
     from kernels import warp_softmax_numpy            # the pybind11 module over ndarrays
     from kernels import tf_ops                        # the TensorFlow op (tf_ops.py)
 
@@ -15,7 +16,8 @@ import pkgutil
 # bazel-bin on sys.path): let this package find them there too.
 __path__ = pkgutil.extend_path(__path__, __name__)
 
-_LAZY = {"warp_softmax": "kernels.ops", "warp_log_softmax": "kernels.ops"}
+_LAZY = {name: "kernels.ops" for name in
+         ("warp_softmax", "warp_log_softmax", "cpu_isa", "set_cpu_isa", "cpu_isas_supported")}
 
 
 def __getattr__(name):
@@ -24,4 +26,4 @@ def __getattr__(name):
     raise AttributeError("module 'kernels' has no attribute %r" % name)
 
 
-__all__ = ["warp_log_softmax", "warp_softmax"]
+__all__ = sorted(_LAZY)

@@ -3,7 +3,8 @@
 //   from kernels import warp_softmax_numpy as k
 //   y = k.softmax(x, axis=-1); dx = k.softmax_backward(dy, y, axis=-1)
 //
-// minigrad's softmax/log_softmax use it when it is built. Any axis (moved last
+// minigrad's softmax/log_softmax use it when it is built. Its CPU level:
+// kernels.isa.CpuIsa(k.__file__).current(). Any axis (moved last
 // and made contiguous, then moved back), any strides; the GIL is released while
 // the kernel runs, and rows are split across threads for large arrays.
 #include <pybind11/numpy.h>
@@ -76,6 +77,7 @@ py::array forward_t(const py::array& x, int axis, bool log) {
   const int64_t rows = cols ? in.size() / cols : 0;
   const T* xp = in.data();
   T* yp = out.mutable_data();
+  warp_softmax::cpu_isa();  // a bad WARP_SOFTMAX_ISA raises here, with the GIL held
   {
     py::gil_scoped_release release;
     parallel_rows(rows, cols, [&](int64_t begin, int64_t end) {
@@ -102,6 +104,7 @@ py::array backward_t(const py::array& dy, const py::array& y, int axis, bool log
   const int64_t rows = cols ? g.size() / cols : 0;
   const T *gp = g.data(), *yp = out.data();
   T* dxp = dx.mutable_data();
+  warp_softmax::cpu_isa();  // a bad WARP_SOFTMAX_ISA raises here, with the GIL held
   {
     py::gil_scoped_release release;
     parallel_rows(rows, cols, [&](int64_t begin, int64_t end) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 namespace warp_softmax {
@@ -33,10 +34,21 @@ using core_type_t = std::conditional_t<
 
 // CPU: processes rows [0, rows) on the calling thread; bindings split rows
 // across their framework's threads. T is float, double, Half or BFloat16.
+// The kernels are built for several x86-64 instruction-set levels ("avx512",
+// "avx2", "baseline"); the best the CPU supports runs, unless the environment
+// variable WARP_SOFTMAX_ISA names another. Bindings call cpu_isa() on their
+// own thread first: it throws std::runtime_error for a bad WARP_SOFTMAX_ISA.
 template <typename T>
 void forward_cpu(const T* x, T* y, int64_t rows, int64_t cols, bool log);
 template <typename T>
 void backward_cpu(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, bool log);
+
+// The level in use, and the levels this CPU supports ("avx512, avx2, baseline").
+const char* cpu_isa();
+std::string cpu_isas_supported();
+// Uses `level`'s kernels from now on (for tests and benchmarks); throws
+// std::invalid_argument, naming the supported levels, if the CPU lacks it.
+void set_cpu_isa(const std::string& level);
 
 // CUDA (built under --config=cuda, which defines WARP_SOFTMAX_WITH_CUDA):
 // launches on `stream` (a cudaStream_t) and returns the cudaError_t of the

@@ -29,9 +29,16 @@ Core<T>* core(Tensor* t) {
   return reinterpret_cast<Core<T>*>(t->flat<T>().data());
 }
 
-// Runs body(begin_row, end_row) over TF's intra-op thread pool.
+// Runs body(begin_row, end_row) over TF's intra-op thread pool. A bad
+// WARP_SOFTMAX_ISA fails the op here: an exception must not reach TF's threads.
 template <typename F>
 void for_rows(OpKernelContext* ctx, int64_t rows, int64_t cols, F body) {
+  try {
+    warp_softmax::cpu_isa();
+  } catch (const std::exception& e) {
+    ctx->CtxFailure(tensorflow::errors::FailedPrecondition(e.what()));
+    return;
+  }
   const auto& workers = *ctx->device()->tensorflow_cpu_worker_threads();
   // Cost per row, in TF's units (about a cycle per element for a few passes).
   tensorflow::Shard(workers.num_threads, workers.workers, rows, 8 * cols,

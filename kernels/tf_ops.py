@@ -10,9 +10,12 @@ graphs keep static shapes); the gradient is the WarpSoftmaxGrad op.
 
 import tensorflow as tf
 
+from kernels.isa import CpuIsa
 from kernels.library import find
 
 _lib = tf.load_op_library(find("warp_softmax_tf.so"))
+# The CPU kernels' level in this library: cpu_isa.current(), .set("avx2"), .supported().
+cpu_isa = CpuIsa(find("warp_softmax_tf.so"))
 _DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
 
 

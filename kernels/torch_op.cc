@@ -82,6 +82,7 @@ void launch(const at::Tensor& t, const Rows& r, const char* op, Cpu cpu, Cuda cu
     TORCH_CHECK(false, op, ": this build has no CUDA kernels; build with --config=cuda");
 #endif
   } else {
+    warp_softmax::cpu_isa();  // a bad WARP_SOFTMAX_ISA raises here, on the caller's thread
     const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / r.cols);
     at::parallel_for(0, r.rows, grain, cpu);
   }

@@ -5,8 +5,11 @@ import pytest
 import torch
 
 from kernels import warp_softmax_numpy as k
+from kernels.isa import CpuIsa
+from kernels.tests import checks
 
 rng = np.random.default_rng(0)
+isa = checks.isa_fixture(CpuIsa(k.__file__))
 
 
 def ref(x, axis, log):
@@ -16,7 +19,7 @@ def ref(x, axis, log):
 
 @pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-6), (np.float64, 1e-12)])
 @pytest.mark.parametrize("log", [False, True])
-def test_forward_any_axis_and_strides(dtype, tol, log):
+def test_forward_any_axis_and_strides(dtype, tol, log, isa):
     fn = k.log_softmax if log else k.softmax
     for x in (rng.normal(size=(5, 300)) * 3, rng.normal(size=(4, 6, 7))[:, ::2].transpose(2, 0, 1),
               rng.normal(size=(100_000, 4))):  # large enough to run on several threads
@@ -28,7 +31,7 @@ def test_forward_any_axis_and_strides(dtype, tol, log):
 
 
 @pytest.mark.parametrize("log", [False, True])
-def test_backward_matches_torch(log):
+def test_backward_matches_torch(log, isa):
     x = torch.from_numpy(rng.normal(size=(6, 40)))
     xt = x.clone().requires_grad_()
     y = (torch.log_softmax if log else torch.softmax)(xt, 0)
@@ -45,3 +48,15 @@ def test_bad_input_is_a_python_exception():
         k.softmax(np.ones((2, 3)), 2)
     with pytest.raises(ValueError, match="same shape"):
         k.softmax_backward(np.ones((2, 3)), np.ones((3, 2)))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("log", [False, True])
+def test_every_mask_pattern_matches_torch(dtype, log, isa):
+    fn = k.log_softmax if log else k.softmax
+    for cols in (300, 2049, 5000):
+        for pattern, mask in checks.masks(6, cols).items():
+            x = checks.masked_logits(6, cols, mask).astype(dtype)
+            y = fn(x, -1)
+            assert not np.isnan(y[~mask.all(-1)]).any(), pattern  # fully masked rows: NaN
+            checks.assert_close(y, ref(x, -1, log), dtype, log)

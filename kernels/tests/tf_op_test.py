@@ -5,13 +5,15 @@ import pytest
 import tensorflow as tf
 
 from kernels import tf_ops
+from kernels.tests import checks
 
 rng = np.random.default_rng(0)
+isa = checks.isa_fixture(tf_ops.cpu_isa)
 PAIRS = [(tf_ops.warp_softmax, tf.nn.softmax), (tf_ops.warp_log_softmax, tf.nn.log_softmax)]
 
 
 @pytest.mark.parametrize("ours,theirs", PAIRS)
-def test_matches_tf_nn_over_shapes_and_axes(ours, theirs):
+def test_matches_tf_nn_over_shapes_and_axes(ours, theirs, isa):
     for shape in [(7,), (4, 1024), (3, 5, 33), (2, 40000)]:
         x = tf.constant(rng.normal(size=shape) * 3, tf.float32)
         for axis in range(-len(shape), len(shape)):
@@ -19,12 +21,16 @@ def test_matches_tf_nn_over_shapes_and_axes(ours, theirs):
             np.testing.assert_allclose(ours(x, axis), ref, atol=2e-6, rtol=1e-5)
 
 
-@pytest.mark.parametrize("dtype,tol", [(tf.float16, 3e-3), (tf.bfloat16, 2e-2), (tf.float64, 1e-12)])
-def test_other_dtypes(dtype, tol):
-    x = tf.constant(rng.normal(size=(6, 100)), dtype)
-    y = tf_ops.warp_softmax(x)
-    assert y.dtype == dtype
-    np.testing.assert_allclose(tf.cast(y, tf.float64), tf.nn.softmax(tf.cast(x, tf.float64)), atol=tol)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("log", [False, True])
+def test_every_dtype_and_mask_pattern_matches_tf_nn(dtype, log, isa):
+    ours, theirs = PAIRS[log]
+    for cols in (300, 2049):
+        for pattern, mask in checks.masks(4, cols).items():
+            x = tf.cast(tf.constant(checks.masked_logits(4, cols, mask)), dtype)
+            y = ours(x)
+            assert y.dtype == x.dtype
+            checks.assert_close(tf.cast(y, tf.float64), theirs(tf.cast(x, tf.float64)), dtype, log)
 
 
 @pytest.mark.parametrize("ours,theirs", PAIRS)

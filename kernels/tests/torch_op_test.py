@@ -1,13 +1,23 @@
-"""kernels::warp_softmax as a PyTorch operator on the CPU: values, gradients, opcheck, compile."""
+"""kernels::warp_softmax as a PyTorch operator on the CPU: values, gradients, opcheck, compile.
+
+Tests taking the `isa` fixture run once per CPU level this machine supports."""
+
+import os
 
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import kernels
+from kernels import ops
+from kernels.tests import checks
+
+isa = checks.isa_fixture(ops._isa)
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+          "float64": torch.float64}
 
 OPS = {
     "softmax": (kernels.warp_softmax, torch.softmax),
@@ -30,12 +40,56 @@ SHAPES = [(1,), (7,), (5, 3), (4, 1024), (3, 4097), (2, 32768), (2, 3, 5, 7), (6
 
 @pytest.mark.parametrize("name", sorted(OPS))
 @pytest.mark.parametrize("shape", SHAPES)
-def test_matches_torch_in_float32_over_shapes_and_dims(name, shape):
+def test_matches_torch_in_float32_over_shapes_and_dims(name, shape, isa):
     x = inputs(shape)
     for dim in range(-len(shape), len(shape)):
         y = OPS[name][0](x, dim)
         assert y.shape == x.shape and y.dtype == torch.float32
-        torch.testing.assert_close(y.double(), reference(name, x, dim), atol=1e-6, rtol=1e-6)
+        checks.assert_close(y.double(), reference(name, x, dim), "float32", "log" in name)
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+@pytest.mark.parametrize("name", sorted(OPS))
+@pytest.mark.parametrize("cols", [300, 1024, 2049, 5000])
+def test_every_mask_pattern_matches_torch(name, dtype, cols, isa):
+    rows = 8
+    for pattern, mask in checks.masks(rows, cols).items():
+        x = torch.from_numpy(checks.masked_logits(rows, cols, mask)).to(DTYPES[dtype])
+        y = OPS[name][0](x, -1)
+        want = reference(name, x, -1)
+        alive = ~torch.from_numpy(mask).all(-1)  # fully masked rows are NaN, as torch's
+        assert not y[alive].isnan().any(), pattern
+        checks.assert_close(y.double(), want, dtype, "log" in name)
+        if "log" not in name:
+            assert (y[alive][torch.from_numpy(mask)[alive]] == 0).all(), pattern  # masked: exactly 0
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=checks.masked_rows(), dtype=st.sampled_from(sorted(DTYPES)))
+def test_property_random_masks_match_torch(data, dtype, isa):
+    logits, mask = data
+    x = torch.from_numpy(logits).to(DTYPES[dtype])
+    for name, (ours, _) in OPS.items():
+        checks.assert_close(ours(x, -1).double(), reference(name, x, -1), dtype, "log" in name)
+
+
+# How far off a kernel may be and still pass assert_close: its temperature (a
+# scale of the logits) wrong by this much fails it, as do outputs twice the
+# allowed units too large.
+TEMPERATURE_ERROR = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
+
+
+@pytest.mark.parametrize("dtype", sorted(TEMPERATURE_ERROR))
+def test_the_tolerances_reject_a_slightly_wrong_kernel(dtype):
+    x = inputs((16, 1000), dtype=DTYPES[dtype])
+    for name, log in (("softmax", False), ("log_softmax", True)):
+        want = reference(name, x, -1)
+        checks.assert_close(OPS[name][0](x, -1).double(), want, dtype, log)
+        hot = OPS[name][1](x.double() * (1 + TEMPERATURE_ERROR[dtype]), -1).to(DTYPES[dtype]).double()
+        scaled = (want * (1 + 2 * checks.ULPS[dtype] * checks.EPS[dtype])).to(DTYPES[dtype]).double()
+        for wrong in (hot, scaled):
+            with pytest.raises(AssertionError):
+                checks.assert_close(wrong, want, dtype, log)
 
 
 @pytest.mark.parametrize("name", sorted(OPS))
@@ -50,16 +104,17 @@ def test_any_strides(name):
             assert y.stride() == torch.empty_like(x).stride()  # laid out like the input
 
 
-@pytest.mark.parametrize("dtype,atol", [(torch.float16, 2e-3), (torch.bfloat16, 1e-2), (torch.float64, 1e-12)])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
 @pytest.mark.parametrize("name", sorted(OPS))
-def test_other_dtypes(name, dtype, atol):
-    x = inputs((8, 300), dtype=dtype, scale=2.0)
-    y = OPS[name][0](x, -1)
-    assert y.dtype == dtype
-    torch.testing.assert_close(y.double(), reference(name, x, -1), atol=atol * (10 if "log" in name else 1), rtol=atol)
+def test_other_dtypes(name, dtype, isa):
+    for shape in [(8, 300), (3, 33), (2, 4097)]:
+        x = inputs(shape, dtype=DTYPES[dtype], scale=2.0)
+        y = OPS[name][0](x, -1)
+        assert y.dtype == DTYPES[dtype]
+        checks.assert_close(y.double(), reference(name, x, -1), dtype, "log" in name)
 
 
-def test_edge_values_match_torch():
+def test_edge_values_match_torch(isa):
     x = torch.tensor([[float("-inf")] * 4,                    # all -inf: NaN, as torch
                       [0.0, float("-inf"), 1.0, float("-inf")],  # masked entries: exactly 0
                       [1e30, -1e30, 3e4, 0.0],                 # large magnitudes, no overflow
@@ -96,14 +151,18 @@ def test_gradcheck_and_gradgradcheck_in_float64(name):
         assert torch.autograd.gradgradcheck(lambda t: op(t, dim), (x,))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("name", sorted(OPS))
-def test_gradient_matches_torch(name):
-    x = inputs((6, 50)).requires_grad_()
-    xt = x.detach().clone().requires_grad_()
-    w = inputs((6, 50), seed=1)
-    (OPS[name][0](x, -1) * w).sum().backward()
-    (OPS[name][1](xt, -1) * w).sum().backward()
-    torch.testing.assert_close(x.grad, xt.grad, atol=1e-6, rtol=1e-5)
+def test_gradient_matches_torch(name, dtype, isa):
+    for shape in [(6, 50), (2, 3000)]:
+        x = inputs(shape, dtype=DTYPES[dtype]).requires_grad_()
+        w = inputs(shape, seed=1, dtype=DTYPES[dtype])
+        (grad,) = torch.autograd.grad((OPS[name][0](x, -1) * w).sum(), x)
+        xt = x.detach().double().requires_grad_()
+        (want,) = torch.autograd.grad((OPS[name][1](xt, -1) * w.double()).sum(), xt)
+        # The backward's error is relative to the terms it subtracts (|w| ~ 1), not to dx.
+        atol = checks.ULPS[dtype] * checks.EPS[dtype] * (8 if dtype == "float32" else 2)
+        torch.testing.assert_close(grad.double(), want, atol=atol, rtol=checks.EPS[dtype] * 4)
 
 
 @pytest.mark.parametrize("op", ["warp_softmax", "warp_log_softmax"])
@@ -148,7 +207,7 @@ def test_property_matches_torch_softmax(data):
     dim = data.draw(st.integers(-len(shape), len(shape) - 1))
     x = torch.from_numpy(values)
     for name, (ours, _) in OPS.items():
-        torch.testing.assert_close(ours(x, dim).double(), reference(name, x, dim), atol=1e-6, rtol=1e-5)
+        checks.assert_close(ours(x, dim).double(), reference(name, x, dim), "float32", "log" in name)
 
 
 def test_vmap_matches_torch():
@@ -166,11 +225,64 @@ def test_vmap_matches_torch():
     torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
 
 
-def test_autocast_runs_in_bfloat16_with_float32_accumulation():
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_autocast_runs_in_the_context_dtype_with_float32_accumulation(dtype):
     x = inputs((4, 2000))
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast("cpu", dtype=DTYPES[dtype]):
         y = kernels.warp_softmax(x, -1)
-    assert y.dtype == torch.bfloat16
-    # Row sums stay 1 to bfloat16 precision: the sum is accumulated in float32.
-    torch.testing.assert_close(y.float().sum(-1), torch.ones(4), atol=2e-2, rtol=0)
-    torch.testing.assert_close(y.double(), torch.softmax(x.double(), -1), atol=2e-3, rtol=2e-2)
+        assert kernels.warp_log_softmax(x, -1).dtype == DTYPES[dtype]
+        assert kernels.warp_softmax(x.double(), -1).dtype == torch.float64  # float64 is kept
+    assert y.dtype == DTYPES[dtype]
+    # Within one unit of the format of the float64 softmax of the rounded input.
+    checks.assert_close(y.double(), reference("softmax", x.to(DTYPES[dtype]), -1), dtype, False)
+    assert kernels.warp_softmax(x, -1).dtype == torch.float32  # outside the context
+
+
+def test_vmap_over_0d_examples_and_dim_0_as_torch():
+    for name, (ours, theirs) in OPS.items():
+        x = inputs((5,))
+        torch.testing.assert_close(torch.vmap(ours)(x), torch.vmap(lambda t: theirs(t, -1))(x))
+        torch.testing.assert_close(torch.vmap(lambda t: ours(t, 0))(x), torch.vmap(lambda t: theirs(t, 0))(x))
+        x = inputs((3, 4, 6))
+        for dim in (0, 1, -1, -2):
+            got = torch.vmap(lambda t: ours(t, dim))(x)
+            torch.testing.assert_close(got, torch.vmap(lambda t: theirs(t, dim))(x), atol=1e-6, rtol=1e-5)
+        with pytest.raises(IndexError, match="out of range"):
+            torch.vmap(lambda t: ours(t, 2))(x)
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_forward_mode_ad_matches_torch(name):
+    ours, theirs = OPS[name]
+    x, v = inputs((3, 7), dtype=torch.float64), inputs((3, 7), dtype=torch.float64, seed=1)
+    for dim in (-1, 0):
+        got = torch.func.jvp(lambda t: ours(t, dim), (x,), (v,))
+        want = torch.func.jvp(lambda t: theirs(t, dim), (x,), (v,))
+        torch.testing.assert_close(got, want)
+        assert got[1].abs().max() > 0.01  # a real tangent, not zeros
+    row = x[0]
+    torch.testing.assert_close(torch.func.jacfwd(ours)(row), torch.func.jacfwd(lambda t: theirs(t, -1))(row))
+    torch.testing.assert_close(torch.func.hessian(lambda t: ours(t)[2])(row),
+                               torch.func.hessian(lambda t: theirs(t, -1)[2])(row))
+    import torch.autograd.forward_ad as fwAD
+    with fwAD.dual_level():
+        tangent = fwAD.unpack_dual(ours(fwAD.make_dual(x, v), -1)).tangent
+    torch.testing.assert_close(tangent, torch.func.jvp(lambda t: theirs(t, -1), (x,), (v,))[1])
+
+
+def test_cpu_level_is_reported_forced_and_refused_clearly():
+    supported = kernels.cpu_isas_supported()
+    assert kernels.cpu_isa() == supported[0] and supported[-1] == "baseline"
+    with pytest.raises(ValueError, match="unknown instruction-set level 'sse9'.*this CPU supports: "):
+        kernels.set_cpu_isa("sse9")
+    import subprocess
+    import sys
+    script = "import torch, kernels; print(kernels.cpu_isa()); kernels.warp_softmax(torch.ones(3))"
+    for level in supported:
+        out = subprocess.run([sys.executable, "-c", script], env=dict(os.environ, WARP_SOFTMAX_ISA=level),
+                             capture_output=True, text=True, check=True).stdout
+        assert out.strip() == level
+    bad = subprocess.run([sys.executable, "-c", script], env=dict(os.environ, WARP_SOFTMAX_ISA="avx9"),
+                         capture_output=True, text=True)
+    assert bad.returncode != 0
+    assert "unknown instruction-set level 'avx9'" in bad.stderr and "WARP_SOFTMAX_ISA" in bad.stderr

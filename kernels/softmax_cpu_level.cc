@@ -1,0 +1,346 @@
+// CPU softmax kernels for one x86-64 instruction-set level (see softmax.h).
+//
+// This file is compiled once per level (kernels/BUILD.bazel, flags in
+// tools/copts.bzl): AVX-512 (x86-64-v4), AVX2+FMA+F16C (x86-64-v3) and
+// baseline x86-64 (SSE2); softmax_cpu.cc picks a level at run time. Each
+// compilation uses GCC vector types exactly as wide as its level's registers
+// (16, 8 or 4 floats). One source at the native width, rather than one wide
+// vector for every level (GCC split 512-bit vectors on AVX2 into scalar
+// selects and conversions: 3x slower than torch there) or Highway: the kernels
+// need three operations (max, a polynomial exp, sums) that plain vector
+// arithmetic expresses, the -inf and NaN semantics of masked rows stay in this
+// file rather than in a library's Exp, and the build needs nothing the machine
+// images lack. Everything here has internal linkage inside a per-level
+// namespace: an inline function shared between levels would be kept once by
+// the linker, possibly with another level's instructions.
+//
+// float32 rows: one online pass reads x block by block, tracking the running
+// max m and the sum s of exp(x - m) (rescaled when m grows) and writing
+// exp(x - m) to y; a second pass scales each block of y by exp(m_block - m)/s.
+// x and y are each read once from memory, and exp runs once per element.
+// float16/bfloat16 rows are widened vector by vector as they are read (F16C's
+// vcvtph2ps, a shift for bfloat16); the unscaled exp values go to a float32
+// row, narrowed (vcvtps2ph, round-to-nearest-even integer arithmetic for
+// bfloat16) as the second pass scales them. AVX-512 BF16's vcvtneps2bf16 is
+// not used: it flushes subnormal results to zero, where torch keeps them, and
+// x86-64-v4 does not include it. float64 uses libm's exp.
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/softmax_cpu_level.h"
+
+#if defined(__AVX512F__)
+#define WS_LEVEL avx512
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define WS_LEVEL avx2
+#elif !defined(__AVX__)
+#define WS_LEVEL baseline
+#else
+#error "build this file with the flags of one level in tools/copts.bzl"
+#endif
+#define WS_STR2(x) #x
+#define WS_STR(x) WS_STR2(x)
+
+namespace warp_softmax::cpu::WS_LEVEL {
+namespace {
+
+#define WS_INLINE inline __attribute__((always_inline))
+
+#if defined(__AVX512F__)
+constexpr int W = 16;
+#elif defined(__AVX2__)
+constexpr int W = 8;
+#else
+constexpr int W = 4;
+#endif
+typedef float vf __attribute__((vector_size(W * 4)));
+typedef int32_t vi __attribute__((vector_size(W * 4)));
+typedef uint32_t vu __attribute__((vector_size(W * 4)));
+typedef uint16_t vh __attribute__((vector_size(W * 2)));
+
+constexpr int64_t kBlock = 1024;  // elements per online-pass block (4 KiB of float32)
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+WS_INLINE vf splat(float a) { return vf{} + a; }
+
+// Scalar conversions, for tails and the baseline level's float16.
+WS_INLINE float to_float(float f) { return f; }
+WS_INLINE float to_float(Half h) { return static_cast<float>(__builtin_bit_cast(_Float16, h.bits)); }
+WS_INLINE float to_float(BFloat16 h) {
+  return __builtin_bit_cast(float, static_cast<uint32_t>(h.bits) << 16);
+}
+WS_INLINE void from_float(float f, float* out) { *out = f; }
+WS_INLINE void from_float(float f, Half* out) {
+  out->bits = __builtin_bit_cast(uint16_t, static_cast<_Float16>(f));
+}
+WS_INLINE void from_float(float f, BFloat16* out) {
+  const uint32_t b = __builtin_bit_cast(uint32_t, f);
+  const uint32_t rounded = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;  // round to nearest even
+  out->bits = static_cast<uint16_t>(f != f ? ((b >> 16) | 0x40u) : rounded);  // keep NaN a NaN
+}
+
+// W elements as float32, and back.
+WS_INLINE vf load(const float* p) {
+  vf v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+WS_INLINE void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
+
+WS_INLINE vf load(const BFloat16* p) {
+  vh h;
+  std::memcpy(&h, p, sizeof h);
+  return __builtin_bit_cast(vf, __builtin_convertvector(h, vu) << 16);
+}
+WS_INLINE void store(BFloat16* p, vf v) {
+  const vu b = __builtin_bit_cast(vu, v);
+  const vu rounded = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
+  const vu bits = v != v ? (b >> 16) | 0x40u : rounded;
+  const vh h = __builtin_convertvector(bits, vh);
+  std::memcpy(p, &h, sizeof h);
+}
+
+WS_INLINE vf load(const Half* p) {
+#if defined(__AVX512F__)
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+#elif defined(__F16C__)
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+#else
+  vf v;
+  for (int j = 0; j < W; ++j) v[j] = to_float(p[j]);
+  return v;
+#endif
+}
+WS_INLINE void store(Half* p, vf v) {
+#if defined(__AVX512F__)
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                      _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#elif defined(__F16C__)
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+#else
+  for (int j = 0; j < W; ++j) from_float(v[j], p + j);
+#endif
+}
+
+// The last n < W elements, padded with `pad`, and back.
+template <typename T>
+WS_INLINE vf load_tail(const T* p, int64_t n, float pad) {
+  vf v = splat(pad);
+  for (int64_t j = 0; j < n; ++j) v[j] = to_float(p[j]);
+  return v;
+}
+template <typename T>
+WS_INLINE void store_tail(T* p, int64_t n, vf v) {
+  for (int64_t j = 0; j < n; ++j) from_float(v[j], p + j);
+}
+
+WS_INLINE float lane_max(vf v) {
+  float m = v[0];
+  for (int j = 1; j < W; ++j) m = v[j] > m ? v[j] : m;
+  return m;
+}
+WS_INLINE float lane_sum(vf v) {
+  float s = 0.0f;
+  for (int j = 0; j < W; ++j) s += v[j];
+  return s;
+}
+WS_INLINE vf vmax(vf a, vf b) { return a > b ? a : b; }  // one vmaxps; NaN in a is dropped
+
+// exp(x) for x <= 0: 2^n * e^r with n = round(x / ln 2) and |r| <= ln(2)/2, e^r
+// by Cephes' expf polynomial (about 1 ulp). x is clamped at -88, where n = -127
+// makes the scale 2^n's bit pattern 0: the result is exactly 0 there (so
+// exp(-inf) = 0, as masked softmax inputs need) with no extra select. NaN stays NaN.
+WS_INLINE vf exp_nonpositive(vf x) {
+  const vf lo = splat(-88.0f);
+  const vf xc = x < lo ? lo : x;
+  const vf n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  const vf r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;              // x - n ln 2, two steps
+  vf p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const vi bits = (__builtin_convertvector(n, vi) + 127) << 23;
+  return p * __builtin_bit_cast(vf, bits);
+}
+
+// max(x[0, n)); NaN is not seen here (exp_sum lets it through).
+template <typename T>
+WS_INLINE float block_max(const T* x, int64_t n) {
+  vf a = splat(kNegInf), b = a;  // two chains: vmaxps's latency, not its throughput, bounds one
+  int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    a = vmax(load(x + i), a);
+    b = vmax(load(x + i + W), b);
+  }
+  for (; i + W <= n; i += W) a = vmax(load(x + i), a);
+  if (i < n) a = vmax(load_tail(x + i, n - i, kNegInf), a);
+  return lane_max(vmax(a, b));
+}
+
+// sum(exp(x - m)) over x[0, n), storing exp(x - m) to y[0, n) unless y is null.
+template <typename T>
+WS_INLINE float exp_sum(const T* x, float* y, int64_t n, float m) {
+  vf a = splat(0.0f), b = a;
+  int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    const vf e0 = exp_nonpositive(load(x + i) - m), e1 = exp_nonpositive(load(x + i + W) - m);
+    if (y) {
+      store(y + i, e0);
+      store(y + i + W, e1);
+    }
+    a += e0;
+    b += e1;
+  }
+  for (; i + W <= n; i += W) {
+    const vf e = exp_nonpositive(load(x + i) - m);
+    if (y) store(y + i, e);
+    a += e;
+  }
+  if (i < n) {
+    const vf e = exp_nonpositive(load_tail(x + i, n - i, kNegInf) - m);  // padding gives 0
+    if (y) store_tail(y + i, n - i, e);
+    a += e;
+  }
+  return lane_sum(a + b);
+}
+
+// The sum of x[0, n): NaN if any element is NaN (used on blocks with no finite element).
+template <typename T>
+WS_INLINE float block_sum(const T* x, int64_t n) {
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s += to_float(x[i]);
+  return s;
+}
+
+WS_INLINE int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// One row of softmax or log_softmax: see the file comment. `scales` holds one
+// float per block; `ybuf` holds the unscaled exp values (y itself for float32).
+template <typename T>
+WS_INLINE void forward_row(const T* x, T* y, int64_t n, bool log, float* scales, float* ybuf) {
+  float m = kNegInf, s = 0.0f;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const T* xb = x + b * kBlock;
+    const int64_t len = min64(kBlock, n - b * kBlock);
+    const float bm = block_max(xb, len);
+    if (bm > m) {
+      s *= __builtin_expf(m - bm);  // 0 while m is -inf
+      m = bm;
+    }
+    scales[b] = m;
+    if (m == kNegInf) {
+      // Nothing finite yet (a masked prefix): exp(x - m) would be NaN. These
+      // entries are 0 whatever comes later; a NaN among them makes the row NaN.
+      if (block_sum(xb, len) != block_sum(xb, len)) s = __builtin_nanf("");
+      if (!log) std::memset(ybuf + b * kBlock, 0, len * sizeof(float));
+      continue;
+    }
+    // For log-softmax only the sum is needed: y = x - m - log(s) comes in the second pass.
+    s += exp_sum(xb, log ? nullptr : ybuf + b * kBlock, len, m);
+  }
+  // A row with no finite maximum (all -inf) ends with m = -inf, s = 0: both
+  // passes below then give NaN, as torch does.
+  if (log) {
+    // (x - m) - log(s), not x - (m + log(s)): m + log(s) would round to m's ulp.
+    const float log_s = __builtin_logf(s);
+    int64_t i = 0;
+    for (; i + W <= n; i += W) store(y + i, (load(x + i) - m) - log_s);
+    if (i < n) store_tail(y + i, n - i, (load_tail(x + i, n - i, 0.0f) - m) - log_s);
+    return;
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* eb = ybuf + b * kBlock;
+    T* yb = y + b * kBlock;
+    const float f = __builtin_expf(scales[b] - m) / s;
+    const int64_t len = min64(kBlock, n - b * kBlock);
+    int64_t i = 0;
+    for (; i + W <= len; i += W) store(yb + i, load(eb + i) * f);
+    if (i < len) store_tail(yb + i, len - i, load_tail(eb + i, len - i, 0.0f) * f);
+  }
+}
+
+// One row of the backward: dx = y * (dy - sum(dy * y)), or for log-softmax
+// dx = dy - exp(y) * sum(dy). Two passes; the second finds the row in cache.
+template <typename T>
+WS_INLINE void backward_row(const T* dy, const T* y, T* dx, int64_t n, bool log) {
+  vf a = splat(0.0f), b = a;
+  int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    a += log ? load(dy + i) : load(dy + i) * load(y + i);
+    b += log ? load(dy + i + W) : load(dy + i + W) * load(y + i + W);
+  }
+  for (; i + W <= n; i += W) a += log ? load(dy + i) : load(dy + i) * load(y + i);
+  if (i < n) {
+    const vf d = load_tail(dy + i, n - i, 0.0f);
+    a += log ? d : d * load_tail(y + i, n - i, 0.0f);
+  }
+  const float total = lane_sum(a + b);
+  auto dx_of = [&](vf d, vf yv) { return log ? d - exp_nonpositive(yv) * total : yv * (d - total); };
+  for (i = 0; i + W <= n; i += W) store(dx + i, dx_of(load(dy + i), load(y + i)));
+  if (i < n) store_tail(dx + i, n - i, dx_of(load_tail(dy + i, n - i, 0.0f), load_tail(y + i, n - i, 0.0f)));
+}
+
+template <typename T>
+void forward_rows(const T* x, T* y, int64_t rows, int64_t cols, bool log) {
+  float* scales = scratch(0, (cols + kBlock - 1) / kBlock + 1);
+  float* ybuf = nullptr;
+  if constexpr (!std::is_same_v<T, float>) ybuf = scratch(1, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    T* yr = y + r * cols;
+    float* buf = ybuf;
+    if constexpr (std::is_same_v<T, float>) buf = yr;
+    forward_row(x + r * cols, yr, cols, log, scales, buf);
+  }
+}
+
+template <typename T>
+void backward_rows(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, bool log) {
+  for (int64_t r = 0; r < rows; ++r) backward_row(dy + r * cols, y + r * cols, dx + r * cols, cols, log);
+}
+
+// float64: three plain passes with libm's exp (precision over speed).
+void forward_rows_f64(const double* x, double* y, int64_t rows, int64_t cols, bool log) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* xr = x + r * cols;
+    double* yr = y + r * cols;
+    double m = -kInf, s = 0.0;
+    for (int64_t i = 0; i < cols; ++i) m = xr[i] > m ? xr[i] : m;
+    if (m == -kInf) m = std::numeric_limits<double>::quiet_NaN();
+    for (int64_t i = 0; i < cols; ++i) s += ::exp(xr[i] - m);
+    if (log) {
+      const double log_s = ::log(s);
+      for (int64_t i = 0; i < cols; ++i) yr[i] = (xr[i] - m) - log_s;
+    } else {
+      for (int64_t i = 0; i < cols; ++i) yr[i] = ::exp(xr[i] - m) / s;
+    }
+  }
+}
+
+void backward_rows_f64(const double* dy, const double* y, double* dx, int64_t rows, int64_t cols,
+                       bool log) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *dyr = dy + r * cols, *yr = y + r * cols;
+    double* dxr = dx + r * cols;
+    double acc = 0.0;
+    for (int64_t i = 0; i < cols; ++i) acc += log ? dyr[i] : dyr[i] * yr[i];
+    for (int64_t i = 0; i < cols; ++i) dxr[i] = log ? dyr[i] - ::exp(yr[i]) * acc : yr[i] * (dyr[i] - acc);
+  }
+}
+
+}  // namespace
+
+extern const LevelKernels kKernels = {
+    WS_STR(WS_LEVEL),
+    forward_rows<float>,  forward_rows_f64,  forward_rows<Half>,  forward_rows<BFloat16>,
+    backward_rows<float>, backward_rows_f64, backward_rows<Half>, backward_rows<BFloat16>,
+};
+
+}  // namespace warp_softmax::cpu::WS_LEVEL

@@ -1,0 +1,46 @@
+// The CPU kernels of one x86-64 instruction-set level, as a table of function
+// pointers, and the levels built (softmax_cpu_level.cc is compiled once per
+// level; softmax_cpu.cc picks one at run time).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/softmax.h"
+
+namespace warp_softmax::cpu {
+
+// Rows [0, rows) of `cols` elements each, on the calling thread.
+template <typename T>
+using ForwardFn = void (*)(const T* x, T* y, int64_t rows, int64_t cols, bool log);
+template <typename T>
+using BackwardFn = void (*)(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, bool log);
+
+struct LevelKernels {
+  const char* name;  // "avx512", "avx2" or "baseline": WARP_SOFTMAX_ISA's values
+  ForwardFn<float> forward_f32;
+  ForwardFn<double> forward_f64;
+  ForwardFn<Half> forward_f16;
+  ForwardFn<BFloat16> forward_bf16;
+  BackwardFn<float> backward_f32;
+  BackwardFn<double> backward_f64;
+  BackwardFn<Half> backward_f16;
+  BackwardFn<BFloat16> backward_bf16;
+};
+
+// One per level, defined in that level's namespace by softmax_cpu_level.cc.
+namespace avx512 {
+extern const LevelKernels kKernels;
+}
+namespace avx2 {
+extern const LevelKernels kKernels;
+}
+namespace baseline {
+extern const LevelKernels kKernels;
+}
+
+// A per-thread float32 buffer of at least n elements; `slot` tells apart the
+// buffers one call needs at once. Defined once, in softmax_cpu.cc: the level
+// files must not instantiate std::vector themselves (see softmax_cpu_level.cc).
+float* scratch(int slot, int64_t n);
+
+}  // namespace warp_softmax::cpu
