@@ -22,8 +22,11 @@ def pytest_test(name, srcs, deps = [], args = [], size = "small", **kwargs):
       srcs: the test files (test_*.py or *_test.py).
       deps: py_library targets the tests import.
       args: extra pytest arguments, before the test files.
-      size: Bazel's test size (its timeout); "small" (60 s) unless the test needs longer.
-      **kwargs: passed to py_test (data, size, tags, shard_count...).
+      size: Bazel's test size, which sets its timeout (small 60 s, medium 300 s,
+        large 900 s): the smallest whose timeout is at least 8x the test's time
+        on an idle 2-core machine (a slower CPU under the rbe check, with a
+        second build running, took 6x).
+      **kwargs: passed to py_test (data, tags, shard_count...).
     """
     py_test(
         name = name,

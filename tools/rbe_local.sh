@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A real Remote Execution API server on loopback, for --config=rbe:
 #
-#   tools/rbe_local.sh start [WORKERS]   PostgreSQL + BuildGrid + WORKERS bots (default 2)
+#   tools/rbe_local.sh start [WORKERS]   PostgreSQL + BuildGrid + WORKERS bots (default: one per core)
 #   tools/rbe_local.sh workers N         replaces the bots by N new ones (empty caches)
 #   tools/rbe_local.sh stop              stops everything by pid, deletes its state
 #   tools/rbe_local.sh prepare           only creates BuildGrid's Python environment
@@ -71,7 +71,7 @@ workspace_env() {  # prints the workspace's Python environment, which must exist
 }
 
 start() {
-  local workers="${1:-2}" env pg pguser
+  local workers="${1:-$(nproc)}" env pg pguser
   if alive "$STATE/buildgrid.pid"; then die "already running (state in $STATE); stop it first"; fi
   (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && die "port $PORT is taken: set RBE_PORT"
   pg="$(find_postgres)"
