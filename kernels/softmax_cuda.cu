@@ -15,6 +15,7 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "kernels/online_softmax.h"
 #include "kernels/softmax.h"
 
 namespace warp_softmax {
@@ -169,35 +170,17 @@ __global__ void block_cached_forward(const T* __restrict__ x, T* __restrict__ y,
 
 // ------------------------------------------------- block per row, online (max, sum)
 
-// Adds exp(x - m) to s, rescaling when x raises the max; -inf contributes nothing.
-__device__ __forceinline__ void online_add(float x, float& m, float& s) {
-  if (x > m) {
-    s = (m == -INFINITY ? 0.0f : s * __expf(m - x)) + 1.0f;
-    m = x;
-  } else if (x != -INFINITY) {
-    s += __expf(x - m);  // NaN x gives NaN s, as it should
-  }
-}
-
-__device__ __forceinline__ void online_merge(float& m, float& s, float m2, float s2) {
-  const float mm = fmaxf(m, m2);
-  const float a = m == -INFINITY ? 0.0f : s * __expf(m - mm);
-  const float b = m2 == -INFINITY ? 0.0f : s2 * __expf(m2 - mm);
-  m = mm;
-  s = a + b;
-}
-
 template <typename T, bool kLog>
 __global__ void block_online_forward(const T* __restrict__ x, T* __restrict__ y, int64_t cols) {
   __shared__ float red_m[kWarp], red_s[kWarp];
   const T* xr = x + static_cast<int64_t>(blockIdx.x) * cols;
   float m = -INFINITY, s = 0.0f;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) online_add(to_float(xr[c]), m, s);
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) online::add(to_float(xr[c]), m, s);
   // Merge the pairs: within each warp, then across warps.
   for (int offset = kWarp / 2; offset > 0; offset /= 2) {
     const float m2 = __shfl_xor_sync(0xffffffffu, m, offset);
     const float s2 = __shfl_xor_sync(0xffffffffu, s, offset);
-    online_merge(m, s, m2, s2);
+    online::merge(m, s, m2, s2);
   }
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   if (lane == 0) {
@@ -207,7 +190,7 @@ __global__ void block_online_forward(const T* __restrict__ x, T* __restrict__ y,
   __syncthreads();
   m = -INFINITY;
   s = 0.0f;
-  for (int w = 0; w < static_cast<int>(blockDim.x / kWarp); ++w) online_merge(m, s, red_m[w], red_s[w]);
+  for (int w = 0; w < static_cast<int>(blockDim.x / kWarp); ++w) online::merge(m, s, red_m[w], red_s[w]);
   // An all -inf row: m = -inf, s = 0, and the outputs below are NaN, as torch's.
   const float log_s = kLog ? __logf(s) : 0.0f, inv = 1.0f / s;
   T* yr = y + static_cast<int64_t>(blockIdx.x) * cols;
