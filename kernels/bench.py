@@ -1,26 +1,36 @@
 """Benchmarks warp_softmax against torch.softmax, a torch.compile'd softmax and a copy.
 
-    bazel run //kernels:bench                          # CPU, float32, the default sizes
-    bazel run //kernels:bench -- --device cuda --dtype bfloat16 --plot gpu.png
+    bazel run //kernels:bench                          # CPU: every level, 1 and 2 threads, fp32 and bf16
+    bazel run //kernels:bench -- --isa avx2 --threads 2 --dtypes float32
+    bazel run //kernels:bench -- --device cuda --dtypes bfloat16 --plot gpu.png
 
 For each rows x cols: forward and backward latency of each implementation
 (median of interleaved rounds: the machine's speed drifts, and interleaving
 exposes all of them to the same drift), effective bandwidth (forward moves
 2 * numel * itemsize bytes, backward 3 *), the speedup of warp_softmax over
 each peer, and warp_softmax's time over a plain copy of the same data (the
-memory floor). Writes a PNG plot. On the CPU, large allocations are kept off
-fresh mmap pages (MALLOC_MMAP_THRESHOLD_) for every implementation alike, so
-page faults don't drown the kernels' differences.
+memory floor). On the CPU each instruction-set level (--isa) runs in its own
+process with torch held to the same level (ATEN_CPU_CAPABILITY), so every
+level is compared with torch's code for that level. Writes a PNG plot and the
+figures as JSON beside it. Large allocations are kept off fresh mmap pages
+(MALLOC_MMAP_THRESHOLD_) for every implementation alike, so page faults don't
+drown the kernels' differences.
 """
 
 import argparse
+import json
 import os
+import platform
 import statistics
+import subprocess
 import sys
 import time
 
 SIZES = [(4096, 1024), (1024, 4096), (256, 32768), (64, 131072)]
+IMPLS = ("warp_softmax", "torch.softmax", "torch.compile", "copy")
 _MALLOC_ENV = "MALLOC_MMAP_THRESHOLD_"
+# warp_softmax's CPU levels and torch's ATEN_CPU_CAPABILITY for the same instructions.
+ATEN_CAPABILITY = {"avx512": "avx512", "avx2": "avx2", "baseline": "default"}
 
 
 def _timer(device):
@@ -63,6 +73,10 @@ def measure(rows, cols, dtype, device, rounds, round_seconds):
         ("backward", "torch.compile"): lambda: compiled_bwd(g, y),
         ("backward", "copy"): lambda: x.clone(),
     }
+    if device == "cpu" and torch.backends.cpu.get_cpu_capability() == "DEFAULT":
+        # Inductor's C++ for ATEN_CPU_CAPABILITY=default does not compile (torch 2.13: it
+        # emits at::vec code without its header), so the baseline level has no compile peer.
+        del impls[("forward", "torch.compile")], impls[("backward", "torch.compile")]
     run = _timer(device)
     reps = {}
     for key, fn in impls.items():  # warm up (compiles), then size rounds to ~round_seconds
@@ -78,12 +92,15 @@ def measure(rows, cols, dtype, device, rounds, round_seconds):
 
 
 def report(results, dtype_size):
+    """A table of one configuration's {(rows, cols): {(pass, impl): seconds}}."""
     lines = ["%-14s %-9s %-14s %10s %9s %12s" % ("size", "pass", "impl", "time us", "GB/s",
                                                 "warp faster")]
     for (rows, cols), r in results.items():
         for direction, moved in (("forward", 2), ("backward", 3)):
             ours = r[(direction, "warp_softmax")]
-            for impl in ("warp_softmax", "torch.softmax", "torch.compile", "copy"):
+            for impl in IMPLS:
+                if (direction, impl) not in r:
+                    continue
                 t = r[(direction, impl)]
                 gbs = (2 if impl == "copy" else moved) * rows * cols * dtype_size / t / 1e9
                 ratio = "%.2fx" % (t / ours) if impl != "warp_softmax" else ""
@@ -92,6 +109,25 @@ def report(results, dtype_size):
             lines.append("%-14s %-9s %-14s %10s %9s %12s" % (
                 "", "", "warp/copy", "", "", "%.2fx time" % (ours / r[(direction, "copy")])))
     return "\n".join(lines)
+
+
+def summary(records):
+    """One line per configuration and size: warp_softmax's speedups, the goals' figures."""
+    by = {}
+    for rec in records:
+        by.setdefault((rec["isa"], rec["threads"], rec["dtype"], rec["rows"], rec["cols"]), {})[
+            (rec["pass"], rec["impl"])] = rec["seconds"]
+    lines = ["%-9s %-3s %-9s %-11s %10s %10s %10s %10s %10s" % (
+        "isa", "thr", "dtype", "size", "fwd/torch", "fwd/compl", "fwd:copy", "bwd/torch", "bwd:copy")]
+    for (isa, threads, dtype, rows, cols), r in sorted(by.items()):
+        fwd, bwd = r[("forward", "warp_softmax")], r[("backward", "warp_softmax")]
+        compiled = r.get(("forward", "torch.compile"))
+        lines.append("%-9s %-3d %-9s %-11s %9.2fx %10s %9.2fx %9.2fx %9.2fx" % (
+            isa, threads, dtype, "%dx%d" % (rows, cols), r[("forward", "torch.softmax")] / fwd,
+            "%.2fx" % (compiled / fwd) if compiled else "n/a", fwd / r[("forward", "copy")],
+            r[("backward", "torch.softmax")] / bwd, bwd / r[("backward", "copy")]))
+    return ("speedup of warp_softmax (x = times faster; 'copy' columns: warp's time over a copy's)\n"
+            + "\n".join(lines))
 
 
 def plot(results, path, title):
@@ -103,8 +139,8 @@ def plot(results, path, title):
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     for ax, direction in zip(axes, ("forward", "backward")):
         width = 0.2
-        for k, impl in enumerate(("warp_softmax", "torch.softmax", "torch.compile", "copy")):
-            values = [r[(direction, impl)] * 1e3 for r in results.values()]
+        for k, impl in enumerate(IMPLS):
+            values = [r.get((direction, impl), float("nan")) * 1e3 for r in results.values()]
             ax.bar([i + (k - 1.5) * width for i in range(len(labels))], values, width, label=impl)
         ax.set_xticks(range(len(labels)), labels)
         ax.set_title(direction)
@@ -119,46 +155,116 @@ def plot(results, path, title):
     plt.close(fig)
 
 
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def run_configs(args, sizes):
+    """Measures every thread count, dtype and size in this process: a list of records."""
+    import torch
+    from tqdm import tqdm
+
+    import kernels
+
+    isa = kernels.cpu_isa() if args.device == "cpu" else "cuda"
+    records = []
+    configs = [(t, d) for t in args.threads for d in args.dtypes]
+    for threads, dtype_name in configs:
+        torch.set_num_threads(threads)
+        dtype = getattr(torch, dtype_name)
+        for rows, cols in tqdm(sizes, desc="%s, %d thread(s), %s" % (isa, threads, dtype_name),
+                               unit="size", file=sys.stderr):
+            for (direction, impl), seconds in measure(rows, cols, dtype, args.device, args.rounds,
+                                                     args.round_seconds).items():
+                records.append(dict(isa=isa, aten=torch.backends.cpu.get_cpu_capability(),
+                                    threads=threads, dtype=dtype_name, rows=rows, cols=cols,
+                                    impl=impl, seconds=seconds, **{"pass": direction}))
+    return records
+
+
+def run_levels(args, argv):
+    """Each --isa level in a child process with torch held to the same level: all records."""
+    import kernels
+
+    levels = kernels.cpu_isas_supported() if args.isa == ["all"] else args.isa
+    records = []
+    for level in levels:
+        env = dict(os.environ, WARP_SOFTMAX_ISA=level, ATEN_CPU_CAPABILITY=ATEN_CAPABILITY[level])
+        child = subprocess.run([sys.executable, os.path.abspath(__file__), "--child"] + argv,
+                               env=env, stdout=subprocess.PIPE, check=False)
+        if child.returncode:
+            raise SystemExit("bench: the %s run failed (exit %d)" % (level, child.returncode))
+        records += json.loads(child.stdout)
+    return records
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
+    parser.add_argument("--dtypes", nargs="+", choices=["float32", "float16", "bfloat16"],
+                        default=["float32", "bfloat16"])
+    parser.add_argument("--isa", nargs="+", choices=["all"] + list(ATEN_CAPABILITY), default=["all"],
+                        help="CPU levels to measure, each against torch at the same level "
+                             "(default: all this CPU supports)")
+    parser.add_argument("--threads", nargs="+", type=int, default=[1, 2],
+                        help="CPU thread counts (torch.set_num_threads)")
     parser.add_argument("--sizes", nargs="+", default=None,
                         help="rows x cols, like 4096x1024 (default: %s)"
                              % " ".join("%dx%d" % s for s in SIZES))
-    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds per size")
-    parser.add_argument("--round-seconds", type=float, default=0.1,
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per size")
+    parser.add_argument("--round-seconds", type=float, default=0.05,
                         help="approximate time of one implementation's round")
     parser.add_argument("--plot", default="warp_softmax_bench.png",
-                        help="PNG to write (relative to where bazel run was called)")
-    args = parser.parse_args(argv)
+                        help="PNG to write (relative to where bazel run was called); the JSON "
+                             "goes beside it")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args([a for a in argv])
     try:
         sizes = [tuple(int(v) for v in s.lower().split("x")) for s in args.sizes] if args.sizes else SIZES
         assert all(len(s) == 2 and min(s) > 0 for s in sizes)
     except (ValueError, AssertionError):
         parser.error("--sizes takes ROWSxCOLS, like 4096x1024")
+    if any(t < 1 for t in args.threads):
+        parser.error("--threads takes positive counts")
     if args.device == "cpu" and _MALLOC_ENV not in os.environ:
         # glibc reads it at start-up: run again with it set.
-        os.execve(sys.executable, [sys.executable] + sys.argv,
+        os.execve(sys.executable, [sys.executable, os.path.abspath(__file__)] + argv,
                   dict(os.environ, **{_MALLOC_ENV: str(1 << 30)}))
 
     import torch
-    from tqdm import tqdm
 
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device is available to this torch")
-    dtype = getattr(torch, args.dtype)
-    where = (torch.cuda.get_device_name() if args.device == "cuda"
-             else "CPU, %d threads" % torch.get_num_threads())
-    title = "warp_softmax vs torch %s, %s, %s" % (torch.__version__, args.dtype, where)
+    if args.child:
+        json.dump(run_configs(args, sizes), sys.stdout)
+        return
+    where = torch.cuda.get_device_name() if args.device == "cuda" else cpu_model()
+    title = "warp_softmax vs torch %s on %s" % (torch.__version__, where)
     print(title + "; median of %d interleaved rounds" % args.rounds)
-    results = {}
-    for rows, cols in tqdm(sizes, desc="sizes", unit="size", file=sys.stderr):
-        results[(rows, cols)] = measure(rows, cols, dtype, args.device, args.rounds, args.round_seconds)
-    print(report(results, torch.empty((), dtype=dtype).element_size()))
+    records = run_levels(args, [a for a in argv]) if args.device == "cpu" else run_configs(args, sizes)
+    configs = {}
+    for rec in records:
+        configs.setdefault((rec["isa"], rec["aten"], rec["threads"], rec["dtype"]), {}).setdefault(
+            (rec["rows"], rec["cols"]), {})[(rec["pass"], rec["impl"])] = rec["seconds"]
+    for (isa, aten, threads, dtype), results in configs.items():
+        print("\n== warp_softmax %s vs torch %s, %d thread(s), %s" % (isa, aten, threads, dtype))
+        print(report(results, torch.empty((), dtype=getattr(torch, dtype)).element_size()))
+    print("\n" + summary(records))
     path = os.path.join(os.environ.get("BUILD_WORKING_DIRECTORY", ""), args.plot)
-    plot(results, path, title)
-    print("plot: %s" % path)
+    first = next(iter(configs))
+    plot(configs[first], path, "%s (%s, %d thread(s), %s)" % ((title,) + first[:1] + first[2:]))
+    with open(os.path.splitext(path)[0] + ".json", "w") as f:
+        json.dump(dict(cpu=where, torch=torch.__version__, records=records), f, indent=1)
+    print("plot: %s (%s, %d thread(s), %s); figures: %s" % (
+        path, first[0], first[2], first[3], os.path.splitext(path)[0] + ".json"))
 
 
 if __name__ == "__main__":
