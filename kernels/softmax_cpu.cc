@@ -5,9 +5,13 @@
 // (avx512, avx2, baseline), as ATEN_CPU_CAPABILITY does for ATen; tests and
 // benchmarks switch it with set_cpu_isa. This file is compiled for baseline
 // x86-64: it must run on every CPU to choose.
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -88,6 +92,51 @@ float* scratch(int slot, int64_t n) {
   thread_local std::vector<float> buffers[2];
   if (static_cast<int64_t>(buffers[slot].size()) < n) buffers[slot].resize(n);
   return buffers[slot].data();
+}
+
+namespace {
+
+// The last-level cache's size and how many CPUs share it, from sysfs: glibc's
+// sysconf reported the host's 320 MiB for a VM's 32 MiB here. 0 if unknown.
+int64_t llc_share_from_sysfs() {
+  int64_t best_level = 0, share = 0;
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    std::ifstream level_file(dir + "level"), size_file(dir + "size"), shared_file(dir + "shared_cpu_list");
+    int64_t level = 0, size = 0;
+    std::string unit, shared;
+    if (!(level_file >> level) || !(size_file >> size) || !(shared_file >> shared)) continue;
+    size_file.clear();
+    size_file >> unit;
+    size <<= unit == "K" ? 10 : unit == "M" ? 20 : 0;
+    int64_t cpus = 0;  // "0-1,4-5": the sum of the ranges
+    for (size_t pos = 0; pos < shared.size();) {
+      const size_t comma = std::min(shared.find(',', pos), shared.size());
+      const std::string range = shared.substr(pos, comma - pos);
+      const size_t dash = range.find('-');
+      cpus += dash == std::string::npos ? 1 : std::stol(range.substr(dash + 1)) - std::stol(range) + 1;
+      pos = comma + 1;
+    }
+    if (level > best_level && size > 0 && cpus > 0) {
+      best_level = level;
+      share = size / cpus;
+    }
+  }
+  return share;
+}
+
+}  // namespace
+
+int64_t cache_share() {
+  static const int64_t share = [] {
+    // Tests set it small to take the streaming path on small tensors.
+    if (const char* forced = std::getenv("WARP_SOFTMAX_CACHE_BYTES")) return static_cast<int64_t>(std::atoll(forced));
+    const int64_t from_sysfs = llc_share_from_sysfs();
+    if (from_sysfs > 0) return from_sysfs;
+    const long cache = sysconf(_SC_LEVEL3_CACHE_SIZE), cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cache > 0 && cpus > 0 ? static_cast<int64_t>(cache / cpus) : int64_t{8} << 20;
+  }();
+  return share;
 }
 
 }  // namespace cpu

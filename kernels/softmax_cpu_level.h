@@ -43,4 +43,9 @@ extern const LevelKernels kKernels;
 // files must not instantiate std::vector themselves (see softmax_cpu_level.cc).
 float* scratch(int slot, int64_t n);
 
+// This thread's share of the last-level cache, in bytes: a call whose data
+// (inputs and output) exceeds it writes its output with non-temporal stores;
+// smaller outputs stay in the caches for whoever reads them next.
+int64_t cache_share();
+
 }  // namespace warp_softmax::cpu
