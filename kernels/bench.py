@@ -33,7 +33,7 @@ IMPLS = ("warp_softmax", "torch.softmax", "torch.compile", "copy")
 # ignores values over 32 MiB, and a 256x32768 float32 tensor is 32 MiB.
 _MALLOC_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}
 # warp_softmax's CPU levels and torch's ATEN_CPU_CAPABILITY for the same instructions.
-ATEN_CAPABILITY = {"avx512": "avx512", "avx2": "avx2", "baseline": "default"}
+ATEN_CAPABILITY = {"avx512_bf16": "avx512", "avx512": "avx512", "avx2": "avx2", "baseline": "default"}
 
 
 def _timer(device):

@@ -1,7 +1,8 @@
 """Which instruction-set level the CPU kernels run, for each binding's library.
 
 warp_softmax.so (torch), warp_softmax_numpy.so and warp_softmax_tf.so each hold
-the CPU kernels built for every x86-64 level ("avx512", "avx2", "baseline")
+the CPU kernels built for every x86-64 level ("avx512_bf16", "avx512", "avx2",
+"baseline")
 and their own choice among them: the best this CPU supports, or the one the
 environment variable WARP_SOFTMAX_ISA names (read on first use). This reads
 and switches that choice through the C functions each library exports
@@ -10,7 +11,7 @@ and switches that choice through the C functions each library exports
 
 import ctypes
 
-LEVELS = ("avx512", "avx2", "baseline")  # best first
+LEVELS = ("avx512_bf16", "avx512", "avx2", "baseline")  # best first
 
 
 class CpuIsa:

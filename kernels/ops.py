@@ -12,7 +12,7 @@ autocast (the operators run in the context's autocast dtype, accumulating in
 float32) and forward-mode AD for warp_softmax / warp_log_softmax
 (torch.func.jvp, jacfwd, hessian).
 
-    kernels.cpu_isa()              # "avx512", "avx2" or "baseline": the CPU kernels in use
+    kernels.cpu_isa()              # "avx512_bf16", "avx512", "avx2" or "baseline": the CPU kernels in use
     kernels.set_cpu_isa("avx2")    # switch (WARP_SOFTMAX_ISA=avx2 does it at start-up)
 """
 

@@ -34,8 +34,9 @@ using core_type_t = std::conditional_t<
 
 // CPU: processes rows [0, rows) on the calling thread; bindings split rows
 // across their framework's threads. T is float, double, Half or BFloat16.
-// The kernels are built for several x86-64 instruction-set levels ("avx512",
-// "avx2", "baseline"); the best the CPU supports runs, unless the environment
+// The kernels are built for several x86-64 instruction-set levels
+// ("avx512_bf16", "avx512", "avx2", "baseline"); the best the CPU supports
+// runs, unless the environment
 // variable WARP_SOFTMAX_ISA names another. Bindings call cpu_isa() on their
 // own thread first: it throws std::runtime_error for a bad WARP_SOFTMAX_ISA.
 template <typename T>
@@ -43,7 +44,8 @@ void forward_cpu(const T* x, T* y, int64_t rows, int64_t cols, bool log);
 template <typename T>
 void backward_cpu(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, bool log);
 
-// The level in use, and the levels this CPU supports ("avx512, avx2, baseline").
+// The level in use, and the levels this CPU supports ("avx512, avx2, baseline"),
+// best first.
 const char* cpu_isa();
 std::string cpu_isas_supported();
 // Uses `level`'s kernels from now on (for tests and benchmarks); throws

@@ -2,7 +2,7 @@
 // kernels (softmax_cpu_level.cc) at run time and forward every call to them.
 //
 // The level is the best the CPU supports, unless WARP_SOFTMAX_ISA names one
-// (avx512, avx2, baseline), as ATEN_CPU_CAPABILITY does for ATen; tests and
+// (avx512_bf16, avx512, avx2, baseline), as ATEN_CPU_CAPABILITY does for ATen; tests and
 // benchmarks switch it with set_cpu_isa. This file is compiled for baseline
 // x86-64: it must run on every CPU to choose.
 #include <unistd.h>
@@ -24,10 +24,14 @@ namespace cpu {
 namespace {
 
 // Best first.
-const LevelKernels* const kLevels[] = {&avx512::kKernels, &avx2::kKernels, &baseline::kKernels};
+const LevelKernels* const kLevels[] = {&avx512_bf16::kKernels, &avx512::kKernels, &avx2::kKernels,
+                                       &baseline::kKernels};
 
 bool cpu_has(const LevelKernels* level) {
   const std::string name = level->name;
+  if (name == "avx512_bf16") {
+    return __builtin_cpu_supports("avx512bf16") && cpu_has(&avx512::kKernels);
+  }
   if (name == "avx512") {
     // x86-64-v4's AVX-512 subsets, which the avx512 build may use.
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -59,7 +63,7 @@ const LevelKernels* find_level(const std::string& name, std::string* error) {
     return nullptr;
   }
   *error = "warp_softmax: unknown instruction-set level '" + name +
-           "' (known: avx512, avx2, baseline; this CPU supports: " + supported_list() + ")";
+           "' (known: avx512_bf16, avx512, avx2, baseline; this CPU supports: " + supported_list() + ")";
   return nullptr;
 }
 

@@ -1,8 +1,9 @@
 // CPU softmax kernels for one x86-64 instruction-set level (see softmax.h).
 //
 // This file is compiled once per level (kernels/BUILD.bazel, flags in
-// tools/copts.bzl): AVX-512 (x86-64-v4), AVX2+FMA+F16C (x86-64-v3) and
-// baseline x86-64 (SSE2); softmax_cpu.cc picks a level at run time. Each
+// tools/copts.bzl): AVX-512 with BF16, AVX-512 (x86-64-v4), AVX2+FMA+F16C
+// (x86-64-v3) and baseline x86-64 (SSE2); softmax_cpu.cc picks a level at
+// run time. Each
 // compilation uses GCC vector types exactly as wide as its level's registers
 // (16, 8 or 4 floats). One source at the native width, rather than one wide
 // vector for every level (GCC split 512-bit vectors on AVX2 into scalar
@@ -20,10 +21,10 @@
 // x and y are each read once from memory, and exp runs once per element.
 // float16/bfloat16 rows are widened vector by vector as they are read (F16C's
 // vcvtph2ps, a shift for bfloat16); the unscaled exp values go to a float32
-// row, narrowed (vcvtps2ph, round-to-nearest-even integer arithmetic for
-// bfloat16) as the second pass scales them. AVX-512 BF16's vcvtneps2bf16 is
-// not used: it flushes subnormal results to zero, where torch keeps them, and
-// x86-64-v4 does not include it. float64 uses libm's exp.
+// row, narrowed (vcvtps2ph; for bfloat16 AVX-512 BF16's vcvtneps2bf16, or
+// round-to-nearest-even integer arithmetic) as the second pass scales them.
+// vcvtneps2bf16 flushes subnormal results to zero: below 2^-126, where the
+// exp here gives 0 anyway. float64 uses libm's exp.
 //
 // The backward reads dy and y twice per row (a sum, then dx; the second pass
 // finds the row in cache and prefetches the next one) and, when its data is
@@ -39,7 +40,9 @@
 
 #include "kernels/softmax_cpu_level.h"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512BF16__)
+#define WS_LEVEL avx512_bf16
+#elif defined(__AVX512F__)
 #define WS_LEVEL avx512
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define WS_LEVEL avx2
@@ -113,6 +116,9 @@ WS_INLINE vf load(const BFloat16* p) {
 // (a widened bfloat16 NaN, or x86's default NaN, whose payload arithmetic
 // keeps), so rounding cannot carry out of them and a NaN stays a NaN.
 WS_INLINE vh narrow(vf v, BFloat16*) {
+#if defined(__AVX512BF16__)
+  return __builtin_bit_cast(vh, _mm512_cvtneps_pbh(v));  // round to nearest even, in one instruction
+#endif
   const vu b = __builtin_bit_cast(vu, v);
   const vu r = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;  // < 2^16: packing cannot saturate
 #if defined(__AVX512F__)

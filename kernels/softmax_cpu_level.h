@@ -16,7 +16,7 @@ template <typename T>
 using BackwardFn = void (*)(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, bool log);
 
 struct LevelKernels {
-  const char* name;  // "avx512", "avx2" or "baseline": WARP_SOFTMAX_ISA's values
+  const char* name;  // "avx512_bf16", "avx512", "avx2" or "baseline": WARP_SOFTMAX_ISA's values
   ForwardFn<float> forward_f32;
   ForwardFn<double> forward_f64;
   ForwardFn<Half> forward_f16;
@@ -28,6 +28,9 @@ struct LevelKernels {
 };
 
 // One per level, defined in that level's namespace by softmax_cpu_level.cc.
+namespace avx512_bf16 {
+extern const LevelKernels kKernels;
+}
 namespace avx512 {
 extern const LevelKernels kKernels;
 }

@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kernels import warp_softmax_numpy as k
 from kernels.isa import CpuIsa
@@ -60,3 +62,12 @@ def test_every_mask_pattern_matches_torch(dtype, log, isa):
             y = fn(x, -1)
             assert not np.isnan(y[~mask.all(-1)]).any(), pattern  # fully masked rows: NaN
             checks.assert_close(y, ref(x, -1, log), dtype, log)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=checks.masked_rows(), dtype=st.sampled_from(["float32", "float64"]))
+def test_property_random_masks_match_torch(data, dtype, isa):
+    logits, _ = data
+    x = logits.astype(dtype)
+    for log in (False, True):
+        checks.assert_close((k.log_softmax if log else k.softmax)(x, -1), ref(x, -1, log), dtype, log)

@@ -3,6 +3,9 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kernels import tf_ops
 from kernels.tests import checks
@@ -68,3 +71,15 @@ def test_bad_input_is_a_clear_error():
     lib = tf_ops._lib
     with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="WarpSoftmaxGrad|shape"):
         lib.warp_softmax_grad(tf.ones([2, 3]), tf.ones([3, 2]))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=checks.masked_rows(), dtype=st.sampled_from(["float16", "bfloat16", "float32", "float64"]))
+def test_property_random_masks_match_torch(data, dtype, isa):
+    # Against torch's float64 softmax of the same rounded logits, as the other bindings.
+    logits, _ = data
+    x = tf.cast(tf.constant(logits), dtype)
+    x64 = torch.from_numpy(tf.cast(x, tf.float64).numpy())
+    for log, ours in ((False, tf_ops.warp_softmax), (True, tf_ops.warp_log_softmax)):
+        want = (torch.log_softmax if log else torch.softmax)(x64, -1).numpy()
+        checks.assert_close(tf.cast(ours(x), tf.float64), want, dtype, log)

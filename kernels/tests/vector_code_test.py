@@ -16,7 +16,7 @@ import pytest
 
 from kernels.library import find
 
-WIDTH = {"avx512": "zmm", "avx2": "ymm", "baseline": "xmm"}
+WIDTH = {"avx512_bf16": "zmm", "avx512": "zmm", "avx2": "ymm", "baseline": "xmm"}
 SCALAR = re.compile(r"^v?(add|sub|mul|div|max|min|mov|cvt\w*)ss\b|^v?f(n)?m(add|sub)\d+ss\b|"
                     r"^v?(u)?comiss\b|^vinsertps\b|^v?extractps\b|^v?pinsrw\b|^v?pextrw\b|"
                     r"^vinserti(128|32x4|64x4)\b|^vextracti(128|32x4|64x4)\b")
