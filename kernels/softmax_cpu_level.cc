@@ -27,7 +27,7 @@
 // exp here gives 0 anyway. float64 uses libm's exp.
 //
 // The backward reads dy and y twice per row (a sum, then dx; the second pass
-// finds the row in cache and prefetches the next one) and, when its data is
+// finds the row in cache) and, when its data is
 // larger than the thread's share of the cache (cache_share), writes dx with
 // non-temporal stores:
 // memory then sees 2 reads and 1 write per element instead of 2 reads, a
@@ -370,9 +370,6 @@ WS_INLINE void backward_row(const T* dy, const T* y, T* dx, int64_t n) {
   if (i < n) a += term(load_tail(dy + i, n - i, 0.0f), load_tail(y + i, n - i, 0.0f));
   const float total = lane_sum(a + b);
   write_row<kStream>(dx, n, [&](int64_t j, int64_t k) {
-    // The next row (contiguous) on its way from memory while this pass computes.
-    __builtin_prefetch(dy + n + j);
-    __builtin_prefetch(y + n + j);
     const vf d = load_n(dy + j, k, 0.0f), yv = load_n(y + j, k, 0.0f);
     if constexpr (kLog) return d - exp_nonpositive(yv) * total;
     return yv * (d - total);
