@@ -1,0 +1,236 @@
+// The vector primitives of one x86-64 level, for softmax_cpu_level.cc: GCC
+// vector types as wide as the level's registers (W floats), loads and stores
+// that widen and narrow float16/bfloat16, non-temporal stores, and exp.
+// Which level comes from the compiler's flags (tools/copts.bzl). Everything
+// is in the level's namespace with internal linkage (see softmax_cpu_level.cc):
+// include this from that file only.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/softmax.h"
+
+#if defined(__AVX512BF16__)
+#define WS_LEVEL avx512_bf16
+#elif defined(__AVX512F__)
+#define WS_LEVEL avx512
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define WS_LEVEL avx2
+#elif !defined(__AVX__)
+#define WS_LEVEL baseline
+#else
+#error "build this file with the flags of one level in tools/copts.bzl"
+#endif
+
+namespace warp_softmax::cpu::WS_LEVEL {
+namespace {
+
+#define WS_INLINE inline __attribute__((always_inline))
+
+#if defined(__AVX512F__)
+constexpr int W = 16;
+#elif defined(__AVX2__)
+constexpr int W = 8;
+#else
+constexpr int W = 4;
+#endif
+typedef float vf __attribute__((vector_size(W * 4)));
+typedef int32_t vi __attribute__((vector_size(W * 4)));
+typedef uint32_t vu __attribute__((vector_size(W * 4)));
+typedef uint16_t vh __attribute__((vector_size(W * 2)));
+
+WS_INLINE vf splat(float a) { return vf{} + a; }
+
+// Scalar conversions, for tails and the baseline level's float16.
+WS_INLINE float to_float(float f) { return f; }
+WS_INLINE float to_float(Half h) { return static_cast<float>(__builtin_bit_cast(_Float16, h.bits)); }
+WS_INLINE float to_float(BFloat16 h) {
+  return __builtin_bit_cast(float, static_cast<uint32_t>(h.bits) << 16);
+}
+WS_INLINE void from_float(float f, float* out) { *out = f; }
+WS_INLINE void from_float(float f, Half* out) {
+  out->bits = __builtin_bit_cast(uint16_t, static_cast<_Float16>(f));
+}
+WS_INLINE void from_float(float f, BFloat16* out) {
+  const uint32_t b = __builtin_bit_cast(uint32_t, f);
+  const uint32_t rounded = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;  // round to nearest even
+  out->bits = static_cast<uint16_t>(f != f ? ((b >> 16) | 0x40u) : rounded);  // keep NaN a NaN
+}
+
+// W elements as float32, and back.
+WS_INLINE vf load(const float* p) {
+  vf v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+WS_INLINE void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
+
+// bfloat16 is the upper half of a float32. Intrinsics: GCC 12 widened a vector
+// of 8 uint16 for AVX2 in two 128-bit halves plus an insert.
+WS_INLINE vf load(const BFloat16* p) {
+#if defined(__AVX512F__)
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+#elif defined(__AVX2__)
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+#else
+  const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  return _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), h));  // h above 16 zero bits
+#endif
+}
+// Round to nearest even. No NaN case: every NaN here has zero low 16 bits
+// (a widened bfloat16 NaN, or x86's default NaN, whose payload arithmetic
+// keeps), so rounding cannot carry out of them and a NaN stays a NaN.
+WS_INLINE vh narrow(vf v, BFloat16*) {
+#if defined(__AVX512BF16__)
+  return __builtin_bit_cast(vh, _mm512_cvtneps_pbh(v));  // round to nearest even, in one instruction
+#endif
+  const vu b = __builtin_bit_cast(vu, v);
+  const vu r = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;  // < 2^16: packing cannot saturate
+#if defined(__AVX512F__)
+  return __builtin_bit_cast(vh, _mm512_cvtepi32_epi16(__builtin_bit_cast(__m512i, r)));
+#elif defined(__AVX2__)
+  const __m256i packed = _mm256_packus_epi32(__builtin_bit_cast(__m256i, r), __builtin_bit_cast(__m256i, r));
+  return __builtin_bit_cast(vh, _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08)));
+#else
+  // SSE2 packs with signed saturation only: sign-extend the low halves first.
+  const __m128i low = _mm_srai_epi32(_mm_slli_epi32(__builtin_bit_cast(__m128i, r), 16), 16);
+  return __builtin_bit_cast(vh, _mm_cvtsi128_si64(_mm_packs_epi32(low, low)));
+#endif
+}
+
+WS_INLINE vf load(const Half* p) {
+#if defined(__AVX512F__)
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+#elif defined(__F16C__)
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+#else
+  vf v;
+  for (int j = 0; j < W; ++j) v[j] = to_float(p[j]);
+  return v;
+#endif
+}
+WS_INLINE vh narrow(vf v, Half*) {
+#if defined(__AVX512F__)
+  return __builtin_bit_cast(vh, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#elif defined(__F16C__)
+  return __builtin_bit_cast(vh, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+#else
+  vh h;
+  for (int j = 0; j < W; ++j) {
+    Half one;
+    from_float(v[j], &one);
+    h[j] = one.bits;
+  }
+  return h;
+#endif
+}
+
+template <typename T16>
+WS_INLINE void store(T16* p, vf v) {
+  const vh h = narrow(v, p);
+  std::memcpy(p, &h, sizeof h);
+}
+
+// A non-temporal store of W elements at a W-element-aligned p: the line goes
+// to memory without being read first or kept in the caches.
+WS_INLINE void stream(float* p, vf v) {
+#if defined(__AVX512F__)
+  _mm512_stream_ps(p, v);
+#elif defined(__AVX2__)
+  _mm256_stream_ps(p, v);
+#else
+  _mm_stream_ps(p, v);
+#endif
+}
+template <typename T16>
+WS_INLINE void stream(T16* p, vf v) {
+  const vh h = narrow(v, p);
+#if defined(__AVX512F__)
+  _mm256_stream_si256(reinterpret_cast<__m256i*>(p), __builtin_bit_cast(__m256i, h));
+#elif defined(__AVX2__)
+  _mm_stream_si128(reinterpret_cast<__m128i*>(p), __builtin_bit_cast(__m128i, h));
+#else
+  _mm_stream_si64(reinterpret_cast<long long*>(p), __builtin_bit_cast(long long, h));
+#endif
+}
+
+// The last n < W elements, padded with `pad`, and back.
+template <typename T>
+WS_INLINE vf load_tail(const T* p, int64_t n, float pad) {
+  vf v = splat(pad);
+  for (int64_t j = 0; j < n; ++j) v[j] = to_float(p[j]);
+  return v;
+}
+template <typename T>
+WS_INLINE void store_tail(T* p, int64_t n, vf v) {
+  for (int64_t j = 0; j < n; ++j) from_float(v[j], p + j);
+}
+
+// Elements [0, k) at p, k <= W, padded with `pad` when k < W.
+template <typename T>
+WS_INLINE vf load_n(const T* p, int64_t k, float pad) {
+  return k == W ? load(p) : load_tail(p, k, pad);
+}
+
+WS_INLINE int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// out[0, n) = value(i, k) for each run of k <= W elements at i (k = W but for
+// the row's ends). kStream: with non-temporal stores (the caller ends with an
+// sfence), for outputs too large to be read back from the caches; the row's
+// unaligned head is written normally.
+template <bool kStream, typename T, typename F>
+WS_INLINE void write_row(T* out, int64_t n, F value) {
+  int64_t i = 0;
+  if constexpr (kStream) {
+    constexpr uintptr_t bytes = W * sizeof(T);
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(out);
+    if (addr % sizeof(T) == 0) {
+      const int64_t head = min64(n, static_cast<int64_t>((bytes - addr % bytes) % bytes / sizeof(T)));
+      if (head) store_tail(out, head, value(0, head));
+      for (i = head; i + W <= n; i += W) stream(out + i, value(i, W));
+    }
+  }
+  for (; i + W <= n; i += W) store(out + i, value(i, W));
+  if (i < n) store_tail(out + i, n - i, value(i, n - i));
+}
+
+WS_INLINE float lane_max(vf v) {
+  float m = v[0];
+  for (int j = 1; j < W; ++j) m = v[j] > m ? v[j] : m;
+  return m;
+}
+WS_INLINE float lane_sum(vf v) {
+  float s = 0.0f;
+  for (int j = 0; j < W; ++j) s += v[j];
+  return s;
+}
+WS_INLINE vf vmax(vf a, vf b) { return a > b ? a : b; }  // one vmaxps; NaN in a is dropped
+
+// exp(x) for x <= 0: 2^n * e^r with n = round(x / ln 2) and |r| <= ln(2)/2.
+// e^r is a degree-6 Taylor polynomial (error below 1.2e-7, about 1 ulp; 6
+// FMAs). x is clamped at -88 (NaN passes the clamp), where n = -127. n comes
+// from adding 1.5 * 2^23 + 127, which leaves n + 127 as the low bits of the
+// float: shifted left by 23 they are the bits of 2^n, which is exactly 0 for
+// n = -127, so exp(-inf) = 0 as masked softmax inputs need, with no select.
+// 14 vector operations per vector; the hot loops are bound by them.
+WS_INLINE vf exp_nonpositive(vf x) {
+  const vf xc = vmax(splat(-88.0f), x);
+  const vf biased = xc * 1.44269504088896341f + (12582912.0f + 127.0f);
+  const vf n = biased - (12582912.0f + 127.0f);
+  const vf r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;  // x - n ln 2, in two steps
+  vf p = splat(1.0f / 720);
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  return p * __builtin_bit_cast(vf, __builtin_bit_cast(vi, biased) << 23);
+}
+
+}  // namespace
+}  // namespace warp_softmax::cpu::WS_LEVEL
