@@ -10,7 +10,8 @@ this file registers what torch.library lets Python provide: a fake kernel
 operators, which have autograd too (double backward), torch.vmap rules,
 autocast (the operators run in the context's autocast dtype, accumulating in
 float32) and forward-mode AD for warp_softmax / warp_log_softmax
-(torch.func.jvp, jacfwd, hessian).
+(torch.func.jvp, jacfwd, hessian; the raw torch.ops.kernels operators drop
+tangents: torch.library has no forward-derivative registration).
 
     kernels.cpu_isa()              # "avx512_bf16", "avx512", "avx2" or "baseline": the CPU kernels in use
     kernels.set_cpu_isa("avx2")    # switch (WARP_SOFTMAX_ISA=avx2 does it at start-up)
@@ -138,7 +139,7 @@ for _name in ("warp_softmax", "warp_log_softmax"):
 # torch.autocast: run in the dtype of the autocast context in effect at the
 # call (torch.library.register_autocast fixes one dtype when registered), with
 # the kernels accumulating in float32. float64 and other devices' tensors stay.
-def _autocast_kernel(device):
+def _autocast_kernel(op, device):
     key = getattr(torch._C.DispatchKey, "Autocast" + device.upper())
 
     def kernel(keyset, x, dim=-1):
@@ -146,16 +147,15 @@ def _autocast_kernel(device):
         if x.is_floating_point() and x.device.type == device and x.dtype != torch.float64:
             x = x.to(dtype)
         with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(key)):
-            return kernel.op(x, dim)
+            return op(x, dim)
     return kernel
 
 
 _autocast_lib = torch.library.Library("kernels", "IMPL")
 for _name in ("warp_softmax", "warp_log_softmax"):
     for _device in ("cpu", "cuda"):
-        _kernel = _autocast_kernel(_device)
-        _kernel.op = getattr(_ops, _name).default
-        _autocast_lib.impl(_name, _kernel, "Autocast" + _device.upper(), with_keyset=True)
+        _autocast_lib.impl(_name, _autocast_kernel(getattr(_ops, _name).default, _device),
+                           "Autocast" + _device.upper(), with_keyset=True)
 
 
 # Forward-mode AD: torch.library has no forward-derivative registration for
@@ -163,13 +163,18 @@ for _name in ("warp_softmax", "warp_log_softmax"):
 # forward-AD context (torch.func.jvp, jacfwd, hessian, forward_ad.dual_level)
 # the Python API goes through this autograd.Function, whose jvp is the
 # softmax's: y * (t - sum(t * y)), or t - sum(t * exp(y)) for log-softmax.
-# Outside one it calls the operator directly (what torch.compile traces).
+# Outside one it calls the operator directly (what torch.compile traces). The
+# raw torch.ops.kernels operators have no forward-mode AD.
+def _op(log):
+    return _ops.warp_log_softmax if log else _ops.warp_softmax
+
+
 class _ForwardAD(torch.autograd.Function):
     generate_vmap_rule = True  # jacfwd is vmap over jvp; the ops have vmap rules
 
     @staticmethod
     def forward(x, dim, log):
-        return (_ops.warp_log_softmax if log else _ops.warp_softmax)(x, dim)
+        return _op(log)(x, dim)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -197,7 +202,7 @@ class _ForwardAD(torch.autograd.Function):
 def _apply(x, dim, log):
     if fwAD._current_level >= 0:  # a forward-AD context is open (torch.func.jvp opens one)
         return _ForwardAD.apply(x, dim, log)
-    return (_ops.warp_log_softmax if log else _ops.warp_softmax)(x, dim)
+    return _op(log)(x, dim)
 
 
 def warp_softmax(x, dim=-1):

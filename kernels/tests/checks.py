@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-# Unit roundoff of each format's significand (2^-mantissa bits).
+# Machine epsilon of each format: its spacing at 1.0, 2^-(mantissa bits).
 EPS = {"float64": 2.0**-52, "float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
 # Absolute error allowed near zero: float16's subnormal step; for float32 and
 # bfloat16 the smallest normal, below which the kernels' exp gives 0.
