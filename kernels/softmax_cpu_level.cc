@@ -62,7 +62,7 @@ WS_INLINE float block_max(const T* x, int64_t n) {
 
 // sum(exp(x - m)) over x[0, n), storing exp(x - m) to y[0, n) unless y is null,
 // and prefetching `ahead` (the row's next block, or null) as it goes. One
-// accumulator: exp's 14 operations per vector hide the add's latency, and
+// accumulator: exp's 13 operations per vector hide the add's latency, and
 // AVX2's 16 registers hold the constants without spilling.
 template <typename T>
 WS_INLINE float exp_sum(const T* x, float* y, int64_t n, float m, const T* ahead) {
