@@ -2,9 +2,9 @@
 // kernels (softmax_cpu_level.cc) at run time and forward every call to them.
 //
 // The level is the best the CPU supports, unless WARP_SOFTMAX_ISA names one
-// (avx512_bf16, avx512, avx2, baseline), as ATEN_CPU_CAPABILITY does for ATen; tests and
-// benchmarks switch it with set_cpu_isa. This file is compiled for baseline
-// x86-64: it must run on every CPU to choose.
+// (avx512_bf16, avx512, avx2, baseline), as ATEN_CPU_CAPABILITY does for
+// ATen; tests and benchmarks switch it with set_cpu_isa. This file is
+// compiled for baseline x86-64: it must run on every CPU to choose.
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,13 +45,16 @@ bool cpu_has(const LevelKernels* level) {
   return true;  // baseline x86-64
 }
 
-std::string supported_list() {
+// The levels' names, best first, those this CPU lacks left out unless `all`.
+std::string level_list(bool all) {
   std::string out;
   for (const LevelKernels* level : kLevels) {
-    if (cpu_has(level)) out += (out.empty() ? "" : ", ") + std::string(level->name);
+    if (all || cpu_has(level)) out += (out.empty() ? "" : ", ") + std::string(level->name);
   }
   return out;
 }
+
+std::string supported_list() { return level_list(false); }
 
 // The level named `name`, or an error message.
 const LevelKernels* find_level(const std::string& name, std::string* error) {
@@ -62,8 +65,8 @@ const LevelKernels* find_level(const std::string& name, std::string* error) {
              supported_list();
     return nullptr;
   }
-  *error = "warp_softmax: unknown instruction-set level '" + name +
-           "' (known: avx512_bf16, avx512, avx2, baseline; this CPU supports: " + supported_list() + ")";
+  *error = "warp_softmax: unknown instruction-set level '" + name + "' (known: " + level_list(true) +
+           "; this CPU supports: " + supported_list() + ")";
   return nullptr;
 }
 
