@@ -2,9 +2,8 @@
 
 warp_softmax.so (torch), warp_softmax_numpy.so and warp_softmax_tf.so each hold
 the CPU kernels built for every x86-64 level ("avx512_bf16", "avx512", "avx2",
-"baseline")
-and their own choice among them: the best this CPU supports, or the one the
-environment variable WARP_SOFTMAX_ISA names (read on first use). This reads
+"baseline") and their own choice among them: the best this CPU supports, or
+the one the environment variable WARP_SOFTMAX_ISA names (read on first use). This reads
 and switches that choice through the C functions each library exports
 (softmax_cpu.cc), so one helper serves all three bindings.
 """

@@ -87,7 +87,7 @@ WS_INLINE vf load(const BFloat16* p) {
 WS_INLINE vh narrow(vf v, BFloat16*) {
 #if defined(__AVX512BF16__)
   return __builtin_bit_cast(vh, _mm512_cvtneps_pbh(v));  // round to nearest even, in one instruction
-#endif
+#else
   const vu b = __builtin_bit_cast(vu, v);
   const vu r = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;  // < 2^16: packing cannot saturate
 #if defined(__AVX512F__)
@@ -99,6 +99,7 @@ WS_INLINE vh narrow(vf v, BFloat16*) {
   // SSE2 packs with signed saturation only: sign-extend the low halves first.
   const __m128i low = _mm_srai_epi32(_mm_slli_epi32(__builtin_bit_cast(__m128i, r), 16), 16);
   return __builtin_bit_cast(vh, _mm_cvtsi128_si64(_mm_packs_epi32(low, low)));
+#endif
 #endif
 }
 
