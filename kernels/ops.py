@@ -6,12 +6,10 @@
 
 The C++ library (torch_op.cc) defines the schemas and the CPU/CUDA kernels;
 this file registers what torch.library lets Python provide: a fake kernel
-(shapes for torch.compile and meta tensors), autograd through the backward
-operators, which have autograd too (double backward), torch.vmap rules,
-autocast (the operators run in the context's autocast dtype, accumulating in
-float32) and forward-mode AD for warp_softmax / warp_log_softmax
-(torch.func.jvp, jacfwd, hessian; the raw torch.ops.kernels operators drop
-tangents: torch.library has no forward-derivative registration).
+(shapes for torch.compile and meta tensors), autograd in both modes through
+the backward operators, which have autograd too (double backward, hessian),
+so every torch.func transform works on them, torch.vmap rules, and autocast
+(the operators run in the context's autocast dtype, accumulating in float32).
 
     kernels.cpu_isa()              # "avx512_bf16", "avx512", "avx2" or "baseline": the CPU kernels in use
     kernels.set_cpu_isa("avx2")    # switch (WARP_SOFTMAX_ISA=avx2 does it at start-up)
@@ -19,6 +17,7 @@ tangents: torch.library has no forward-derivative registration).
 
 import torch
 import torch.autograd.forward_ad as fwAD
+from torch._functorch.utils import enable_single_level_autograd_function
 
 from kernels.isa import CpuIsa
 from kernels.library import find
@@ -49,84 +48,141 @@ for _name in ("warp_softmax", "warp_log_softmax"):
     torch.library.register_fake("kernels::%s_backward" % _name)(_fake_backward)
 
 
-def _setup(ctx, inputs, output):
-    ctx.dim = inputs[1] if len(inputs) > 1 else -1
-    ctx.save_for_backward(output)
+# Autograd: one autograd.Function per operator, registered as its Autograd
+# kernel. torch.library.register_autograd builds the same kind of kernel but
+# with no forward derivative (a dual input's tangent was silently dropped) and
+# a ctx-in-forward Function that torch.func.grad/jacrev refuse; these have
+# setup_context, backward and jvp, so torch.autograd, forward_ad and every
+# torch.func transform work on the raw torch.ops.kernels operators. Each
+# forward calls the operator below the autograd keys (its CPU/CUDA kernel).
+def _sum(t, dim):
+    return t.sum(dim, keepdim=True)
 
 
-def _softmax_grad(ctx, grad):
-    (y,) = ctx.saved_tensors
-    return _ops.warp_softmax_backward(grad, y, ctx.dim), None
+# With dx(g, y) = y * (g - sum(g * y)) the softmax's backward and
+# dx(g, y) = g - exp(y) * sum(g) the log-softmax's, per operator: the
+# vector-Jacobian products of its tensor inputs (v: the output's gradient),
+# then the Jacobian-vector products (t: the input's tangent).
+_RULES = {
+    "warp_softmax": (
+        [lambda v, y, d: _ops.warp_softmax_backward(v, y, d)],
+        [lambda t, y, d: y * (t - _sum(t * y, d))]),
+    "warp_log_softmax": (
+        [lambda v, y, d: _ops.warp_log_softmax_backward(v, y, d)],
+        [lambda t, y, d: t - _sum(t * y.exp(), d)]),
+    "warp_softmax_backward": (  # inputs (g, y); the Jacobian in g is symmetric
+        [lambda v, g, y, d: _ops.warp_softmax_backward(v, y, d),
+         lambda v, g, y, d: v * (g - _sum(g * y, d)) - g * _sum(v * y, d)],
+        [lambda t, g, y, d: _ops.warp_softmax_backward(t, y, d),
+         lambda t, g, y, d: t * (g - _sum(g * y, d)) - y * _sum(g * t, d)]),
+    "warp_log_softmax_backward": (
+        [lambda v, g, y, d: v - _sum(v * y.exp(), d),
+         lambda v, g, y, d: -v * y.exp() * _sum(g, d)],
+        [lambda t, g, y, d: t - y.exp() * _sum(t, d),
+         lambda t, g, y, d: -t * y.exp() * _sum(g, d)]),
+}
 
 
-def _log_softmax_grad(ctx, grad):
-    (y,) = ctx.saved_tensors
-    return _ops.warp_log_softmax_backward(grad, y, ctx.dim), None
+def _below_autograd(op, *args):
+    with torch._C._AutoDispatchBelowAutograd():
+        return op(*args)
 
 
-torch.library.register_autograd("kernels::warp_softmax", _softmax_grad, setup_context=_setup)
-torch.library.register_autograd("kernels::warp_log_softmax", _log_softmax_grad, setup_context=_setup)
+def _refuse_nested_jvp(name):
+    # torch.func gives every autograd.Function a zero outer tangent under two
+    # forward-mode transforms (a plain Function computing exp does the same in
+    # torch 2.13): refuse rather than return zeros.
+    stack = torch._C._functorch.get_interpreter_stack() or []
+    if sum(i.key() == torch._C._functorch.TransformType.Jvp for i in stack) > 1:
+        raise NotImplementedError(
+            "kernels::%s: forward-over-forward AD (jvp of jvp, jacfwd(jacfwd(f))) is not supported: "
+            "torch.func drops the outer tangent of custom autograd functions. Use reverse mode for "
+            "one of the two (torch.func.hessian, jacfwd(jacrev(f))) or torch.softmax." % name)
 
 
-# The backward operators' own derivatives, for double backward. With
-# dx = y * (g - sum(g * y)):   d/dg: v -> softmax_backward(v, y)
-#                              d/dy: v -> v * (g - sum(g * y)) - g * sum(v * y)
-# With dx = g - exp(y) * sum(g): d/dg: v -> v - sum(v * exp(y))
-#                                d/dy: v -> -v * exp(y) * sum(g)
-def _setup_backward(ctx, inputs, output):
-    grad_output, y, dim = inputs
-    ctx.dim = dim
-    ctx.save_for_backward(grad_output, y)
+def _function(name):
+    """The operator's autograd.Function. It saves what its rules read: the
+    output y for softmax/log_softmax, the inputs (g, y) for the backward ops."""
+    op = getattr(_ops, name).default
+    vjps, jvps = _RULES[name]
+    backward_op = len(vjps) == 2
+
+    def forward(*args):
+        if not backward_op and len(args) == 1:  # the dispatcher drops dim=-1, the default
+            args += (-1,)
+        # Grad modes back on (autograd.Function turned them off), as functorch's
+        # own Function rule does: under nested transforms (jacrev(grad(f)),
+        # hessian) the call next reaches the outer transform's autograd kernel,
+        # which must record it too.
+        with torch.enable_grad(), fwAD._set_fwd_grad_enabled(True):
+            return _below_autograd(op, *args)
+
+    def setup_context(ctx, inputs, output):
+        ctx.dim = inputs[-1] if len(inputs) > len(vjps) else -1
+        saved = inputs[:2] if backward_op else (output,)
+        ctx.save_for_backward(*saved)
+        ctx.save_for_forward(*saved)
+
+    def backward(ctx, v):
+        saved = ctx.saved_tensors
+        return (*(rule(v, *saved, ctx.dim) for rule in vjps), None)
+
+    def jvp(ctx, *tangents):
+        saved = ctx.saved_tensors
+        terms = [rule(t, *saved, ctx.dim) for rule, t in zip(jvps, tangents) if t is not None]
+        return sum(terms[1:], terms[0])
+
+    # Named after the operator: its nodes show as grad_fn=<warp_softmaxBackward>.
+    Function = type(name, (torch.autograd.Function,), {
+        f.__name__: staticmethod(f) for f in (forward, setup_context, backward, jvp)})
+
+    def kernel(*args):
+        # Outside autograd (no input requires grad, no forward-AD context) the
+        # Function's bookkeeping is skipped: inference costs what the kernel does.
+        if fwAD._current_level >= 0:
+            _refuse_nested_jvp(name)
+        if fwAD._current_level >= 0 or (torch.is_grad_enabled() and torch._C._any_requires_grad(*args)):
+            # Function.apply would hand the call to functorch whenever a
+            # torch.func transform is active, but this kernel already runs at
+            # that transform's autograd level: record the node here, as a C++
+            # autograd kernel would, the way functorch's own grad rule does.
+            with enable_single_level_autograd_function():
+                return super(torch.autograd.Function, Function).apply(*args)
+        return _below_autograd(op, *args)
+    return kernel
 
 
-def _softmax_backward_grad(ctx, v):
-    g, y = ctx.saved_tensors
-    d = ctx.dim
-    dg = _ops.warp_softmax_backward(v, y, d)
-    dy = v * (g - (g * y).sum(d, keepdim=True)) - g * (v * y).sum(d, keepdim=True)
-    return dg, dy, None
-
-
-def _log_softmax_backward_grad(ctx, v):
-    g, y = ctx.saved_tensors
-    d = ctx.dim
-    e = y.exp()
-    dg = v - (v * e).sum(d, keepdim=True)
-    dy = -v * e * g.sum(d, keepdim=True)
-    return dg, dy, None
-
-
-torch.library.register_autograd("kernels::warp_softmax_backward", _softmax_backward_grad,
-                                setup_context=_setup_backward)
-torch.library.register_autograd("kernels::warp_log_softmax_backward", _log_softmax_backward_grad,
-                                setup_context=_setup_backward)
+_autograd_lib = torch.library.Library("kernels", "IMPL")
+for _name in _RULES:
+    _autograd_lib.impl(_name, _function(_name), "Autograd")
 
 
 # torch.vmap: the operators are already batched over every dim but `dim`; move
 # the vmapped dim to the front and shift `dim` past it. A per-example 0-d
-# input is a row of one element (softmax 1), as torch.softmax treats it.
+# input is a row of one element (softmax 1, gradient 0), as torch treats it.
+def _batched(op, tensors, dim):
+    """op(*tensors, dim) per example, for tensors batched in their dim 0."""
+    rank = tensors[0].dim() - 1  # of each example
+    if not -max(rank, 1) <= dim < max(rank, 1):
+        raise IndexError("warp_softmax: dim %d is out of range for %d dimensions" % (dim, rank))
+    if rank == 0:
+        return op(*(t.unsqueeze(-1) for t in tensors), -1).squeeze(-1)
+    return op(*tensors, dim % rank + 1)
+
+
 def _vmap_rule(op):
     def rule(info, in_dims, x, dim=-1):
-        x_dim = in_dims[0]  # one entry per argument given; dim's is None
-        if x_dim is None:
+        if in_dims[0] is None:  # one entry per argument given; dim's is None
             return op(x, dim), None
-        x = x.movedim(x_dim, 0)
-        rank = x.dim() - 1  # of each example
-        if not -max(rank, 1) <= dim < max(rank, 1):
-            raise IndexError("warp_softmax: dim %d is out of range for %d dimensions" % (dim, rank))
-        if rank == 0:
-            return op(x.unsqueeze(-1), -1).squeeze(-1), 0
-        return op(x, dim % rank + 1), 0
+        return _batched(op, [x.movedim(in_dims[0], 0)], dim), 0
     return rule
 
 
 def _vmap_backward_rule(op):
     def rule(info, in_dims, grad_output, output, dim):
-        g_dim, y_dim = in_dims[:2]
-        size = info.batch_size
-        g = grad_output.movedim(g_dim, 0) if g_dim is not None else grad_output.expand(size, *grad_output.shape)
-        y = output.movedim(y_dim, 0) if y_dim is not None else output.expand(size, *output.shape)
-        return op(g, y, dim if dim < 0 else dim + 1), 0
+        front = [t.movedim(d, 0) if d is not None else t.expand(info.batch_size, *t.shape)
+                 for t, d in zip((grad_output, output), in_dims)]
+        return _batched(op, front, dim), 0
     return rule
 
 
@@ -158,58 +214,11 @@ for _name in ("warp_softmax", "warp_log_softmax"):
                            "Autocast" + _device.upper(), with_keyset=True)
 
 
-# Forward-mode AD: torch.library has no forward-derivative registration for
-# custom operators (their tangents would silently drop), so inside a
-# forward-AD context (torch.func.jvp, jacfwd, hessian, forward_ad.dual_level)
-# the Python API goes through this autograd.Function, whose jvp is the
-# softmax's: y * (t - sum(t * y)), or t - sum(t * exp(y)) for log-softmax.
-# Outside one it calls the operator directly (what torch.compile traces). The
-# raw torch.ops.kernels operators have no forward-mode AD.
-def _op(log):
-    return _ops.warp_log_softmax if log else _ops.warp_softmax
-
-
-class _ForwardAD(torch.autograd.Function):
-    generate_vmap_rule = True  # jacfwd is vmap over jvp; the ops have vmap rules
-
-    @staticmethod
-    def forward(x, dim, log):
-        return _op(log)(x, dim)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.dim, ctx.log = inputs[1], inputs[2]
-        ctx.save_for_backward(output)
-        ctx.save_for_forward(output)
-
-    @staticmethod
-    def backward(ctx, grad):
-        # In torch ops, not the backward operators: inside a forward-AD context
-        # (hessian = jacfwd(jacrev(f))) tangents must flow through the backward too.
-        (y,) = ctx.saved_tensors
-        if ctx.log:
-            return grad - y.exp() * grad.sum(ctx.dim, keepdim=True), None, None
-        return y * (grad - (grad * y).sum(ctx.dim, keepdim=True)), None, None
-
-    @staticmethod
-    def jvp(ctx, tangent, _dim, _log):
-        (y,) = ctx.saved_tensors
-        if ctx.log:
-            return tangent - (tangent * y.exp()).sum(ctx.dim, keepdim=True)
-        return y * (tangent - (tangent * y).sum(ctx.dim, keepdim=True))
-
-
-def _apply(x, dim, log):
-    if fwAD._current_level >= 0:  # a forward-AD context is open (torch.func.jvp opens one)
-        return _ForwardAD.apply(x, dim, log)
-    return _op(log)(x, dim)
-
-
 def warp_softmax(x, dim=-1):
     """softmax(x) along `dim`, as torch.softmax; differentiable (also forward mode), compilable."""
-    return _apply(x, dim, False)
+    return _ops.warp_softmax(x, dim)
 
 
 def warp_log_softmax(x, dim=-1):
     """log_softmax(x) along `dim`, as torch.log_softmax; shares warp_softmax's kernels."""
-    return _apply(x, dim, True)
+    return _ops.warp_log_softmax(x, dim)

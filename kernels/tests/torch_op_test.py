@@ -251,23 +251,71 @@ def test_vmap_over_0d_examples_and_dim_0_as_torch():
             torch.vmap(lambda t: ours(t, 2))(x)
 
 
+# The Python API and the raw operators (one Autograd kernel serves both).
+RAW = {"softmax": lambda t, dim=-1: torch.ops.kernels.warp_softmax(t, dim),
+       "log_softmax": lambda t, dim=-1: torch.ops.kernels.warp_log_softmax(t, dim)}
+BACKWARD = {"softmax": (torch.ops.kernels.warp_softmax_backward, torch._softmax_backward_data),
+            "log_softmax": (torch.ops.kernels.warp_log_softmax_backward, torch._log_softmax_backward_data)}
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["api", "raw_op"])
 @pytest.mark.parametrize("name", sorted(OPS))
-def test_forward_mode_ad_matches_torch(name):
-    ours, theirs = OPS[name]
+def test_forward_mode_ad_matches_torch(name, raw):
+    ours, theirs = (RAW[name] if raw else OPS[name][0]), OPS[name][1]
     x, v = inputs((3, 7), dtype=torch.float64), inputs((3, 7), dtype=torch.float64, seed=1)
     for dim in (-1, 0):
         got = torch.func.jvp(lambda t: ours(t, dim), (x,), (v,))
         want = torch.func.jvp(lambda t: theirs(t, dim), (x,), (v,))
         torch.testing.assert_close(got, want)
         assert got[1].abs().max() > 0.01  # a real tangent, not zeros
-    row = x[0]
-    torch.testing.assert_close(torch.func.jacfwd(ours)(row), torch.func.jacfwd(lambda t: theirs(t, -1))(row))
-    torch.testing.assert_close(torch.func.hessian(lambda t: ours(t)[2])(row),
-                               torch.func.hessian(lambda t: theirs(t, -1)[2])(row))
+    torch.testing.assert_close(torch.func.jacfwd(ours)(x[0]), torch.func.jacfwd(lambda t: theirs(t, -1))(x[0]))
     import torch.autograd.forward_ad as fwAD
     with fwAD.dual_level():
         tangent = fwAD.unpack_dual(ours(fwAD.make_dual(x, v), -1)).tangent
     torch.testing.assert_close(tangent, torch.func.jvp(lambda t: theirs(t, -1), (x,), (v,))[1])
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["api", "raw_op"])
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_every_torch_func_transform_matches_torch(name, raw):
+    ours, theirs = (RAW[name] if raw else OPS[name][0]), OPS[name][1]
+    x = inputs((4, 6), dtype=torch.float64)
+    w = inputs((6,), dtype=torch.float64, seed=2)
+
+    def loss(f):  # not linear in the output, so second derivatives are not trivially zero
+        return lambda t: ((f(t, -1) * w) ** 3).sum()
+
+    func = torch.func
+    for transform in (func.grad, lambda f: func.vmap(func.grad(f)), func.jacrev, func.hessian,
+                      lambda f: func.jacrev(func.grad(f)), lambda f: func.jacfwd(func.grad(f))):
+        torch.testing.assert_close(transform(loss(ours))(x[0]), transform(loss(theirs))(x[0]))
+    torch.testing.assert_close(func.vmap(func.grad(loss(ours)))(x), func.vmap(func.grad(loss(theirs)))(x))
+
+    def half_untracked(f):  # torch.no_grad inside a transform hides that part from every level
+        def g(t):
+            with torch.no_grad():
+                frozen = f(t, -1)
+            return (f(t, -1) * frozen * w).sum() ** 2
+        return g
+    for transform in (func.grad, func.hessian, lambda f: func.grad(lambda t: func.grad(f)(t).sum())):
+        torch.testing.assert_close(transform(half_untracked(ours))(x[0]), transform(half_untracked(theirs))(x[0]))
+    # The backward operators: forward mode through them too (hessian's inner half).
+    op, torch_op = BACKWARD[name]
+    y, g, ty, tg = OPS[name][1](x, -1), *(inputs((4, 6), dtype=torch.float64, seed=s) for s in (3, 4, 5))
+    got = func.jvp(lambda a, b: op(a, b, -1), (g, y), (tg, ty))
+    torch.testing.assert_close(got, func.jvp(lambda a, b: torch_op(a, b, -1, torch.float64), (g, y), (tg, ty)))
+    # Two forward-mode levels: torch.func gives custom functions a zero outer
+    # tangent, so the operators refuse instead of returning it.
+    with pytest.raises(NotImplementedError, match="forward-over-forward"):
+        func.jacfwd(func.jacfwd(loss(ours)))(x[0])
+
+
+def test_inference_calls_record_no_graph():
+    x = inputs((3, 5))
+    assert kernels.warp_softmax(x).grad_fn is None
+    with torch.no_grad():
+        assert kernels.warp_softmax(x.requires_grad_()).grad_fn is None
+    assert type(kernels.warp_softmax(x).grad_fn).__name__ == "warp_softmaxBackward"
 
 
 def test_cpu_level_is_reported_forced_and_refused_clearly():
