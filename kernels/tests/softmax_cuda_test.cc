@@ -1,6 +1,7 @@
 // The CUDA kernels against the CPU kernels, for every tier (warp, cached block,
 // online block), softmax and log-softmax, float32 and bfloat16. Without a GPU
-// it checks that the CUDA runtime linked in loads and reports the absence.
+// it checks that the CUDA runtime linked in loads and reports the GPU part
+// skipped (tools/gpu_skip.h).
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "kernels/softmax.h"
+#include "tools/gpu_skip.h"
 
 namespace {
 
@@ -78,9 +80,7 @@ int main() {
   int devices = 0;
   const cudaError_t status = cudaGetDeviceCount(&devices);
   if (status == cudaErrorNoDevice || status == cudaErrorInsufficientDriver) {
-    std::printf("no GPU (%s): the CUDA kernels linked and the runtime loaded; not run\n",
-                cudaGetErrorName(status));
-    return 0;
+    return gpu_skip("softmax_cuda_test", cudaGetErrorName(status));
   }
   for (bool log : {false, true}) {
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 7}, {64, 1000}, {8, 5000}, {4, 65536}, {2, 300000}}) {

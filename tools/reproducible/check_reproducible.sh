@@ -25,11 +25,20 @@ build() {  # build NAME: a clone at $work/NAME/<NAME>-checkout, digests into $wo
      --curses=no --color=no "${targets[@]}" >"$work/$1.log" 2>&1) ||
     { echo "check_reproducible: the build in $clone failed:"; tail -20 "$work/$1.log"; return 1; }
   # Every library the build wrote (Bazel 4.2.3's cquery cannot list output files).
-  local bin; bin="$(cd "$clone" && ./bazelw --output_base="$base" info bazel-bin 2>/dev/null)"
+  local bin
+  bin="$(cd "$clone" && ./bazelw --output_base="$base" info bazel-bin 2>/dev/null)" && [[ -d "$bin" ]] ||
+    { echo "check_reproducible: bazel info bazel-bin failed in $clone"; return 1; }
   (cd "$bin" && find . -path ./external -prune -o -type f \( -name '*.so' -o -name '*.a' \) \
-     -not -path '*.runfiles/*' -print0 | xargs -0 sha256sum) | sort -k2 > "$work/$1.sha256"
+     -not -path '*.runfiles/*' -print0 | xargs -0 -r sha256sum | sort -k2) > "$work/$1.sha256" ||
+    { echo "check_reproducible: listing or hashing the outputs in $bin failed"; return 1; }
+  # At least one library per target named: fewer means outputs went missing.
+  local count; count="$(wc -l < "$work/$1.sha256")"
+  ((count >= ${#targets[@]})) ||
+    { echo "check_reproducible: $count libraries for ${#targets[@]} targets in $bin"; return 1; }
   (cd "$clone" && ./bazelw --output_base="$base" shutdown >/dev/null 2>&1)
-  git -C "$root" worktree remove --force "$clone" 2>/dev/null || true
+  # A worktree that cannot be removed stays behind in the temp folder, removed on exit.
+  git -C "$root" worktree remove --force "$clone" 2>/dev/null || git -C "$root" worktree prune
+  return 0
 }
 
 build first && build second || exit 1

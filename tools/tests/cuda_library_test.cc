@@ -1,10 +1,12 @@
 // Links a cuda_library (nvcc-compiled saxpy) and runs it when a GPU is present.
 // Without one it checks that the CUDA runtime linked in loads and reports the
-// absence cleanly, so the CUDA build is tested on GPU-less machines too.
+// GPU part skipped (tools/gpu_skip.h), so the CUDA build is tested on GPU-less
+// machines too.
 #include <cmath>
 #include <cstdio>
 #include <vector>
 
+#include "tools/gpu_skip.h"
 #include "tools/tests/saxpy.h"
 
 #define CHECK_CUDA(expr)                                                      \
@@ -20,9 +22,7 @@ int main() {
   int devices = 0;
   cudaError_t status = cudaGetDeviceCount(&devices);
   if (status == cudaErrorNoDevice || status == cudaErrorInsufficientDriver) {
-    std::printf("no GPU (%s): CUDA runtime %s loaded; kernel not run\n",
-                cudaGetErrorName(status), CUDART_VERSION >= 13000 ? "13.x" : "<13");
-    return 0;
+    return gpu_skip("cuda_library_test", cudaGetErrorName(status));
   }
   CHECK_CUDA(status);
   const int n = 1 << 20;

@@ -4,6 +4,8 @@ import json
 import os
 import sys
 
+import pytest
+
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -41,9 +43,40 @@ def skipped(label):
     return {"id": {"targetCompleted": {"label": label}}, "aborted": {"reason": "SKIPPED"}}
 
 
-def write_bep(path, events):
+def completed(label, success=True, test=True):
+    """A target's completion; a test that is to run lists its summary among the children."""
+    event = {"id": {"targetCompleted": {"label": label}}, "completed": {"success": True} if success else {}}
+    if test:
+        event["children"] = [{"testSummary": {"label": label}}]
+    return event
+
+
+def aborted(label, reason, description=""):
+    """As Bazel 4.2 tells an analysis error (a pattern's loading error names the pattern instead)."""
+    ident = {"pattern": {"pattern": [label]}} if label.endswith("...") else {"configuredLabel": {"label": label}}
+    return {"id": ident, "aborted": {"reason": reason, "description": description}}
+
+
+def finished(code):
+    # Proto3 JSON leaves out zero values: a successful build's exit code has no "code".
+    return {"id": {"buildFinished": {}}, "finished": {"exitCode": {"code": code} if code else {"name": "SUCCESS"}}}
+
+
+def write_bep(path, events, exit_code=0):
+    """An event file; exit_code None leaves out the buildFinished event (an unfinished invocation)."""
+    if exit_code is not None:
+        events = events + [finished(exit_code)]
     path.write_text("\n".join(json.dumps(e) for e in events) + "\n")
     return str(path)
+
+
+def ok_test(tmp_path, label="//a:ok"):
+    return [configured(label), result(label, "PASSED", junit(tmp_path, label[-2:], passed=2)),
+            summary(label, "PASSED"), completed(label)]
+
+
+def last_lines(capsys, n=2):
+    return capsys.readouterr().out.splitlines()[-n:]
 
 
 def test_counts_cases_and_every_kind_of_failure(tmp_path, capsys):
@@ -59,7 +92,7 @@ def test_counts_cases_and_every_kind_of_failure(tmp_path, capsys):
         configured("//a:gpu"), skipped("//a:gpu"),
         # A skipped library is no test and is not counted.
         configured("//a:lib", test=False), skipped("//a:lib"),
-    ])
+    ], exit_code=3)
     assert test_summary.main([bep]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[-1] == "7 passed, 3 failed, 2 skipped"
@@ -68,16 +101,16 @@ def test_counts_cases_and_every_kind_of_failure(tmp_path, capsys):
 
 
 def test_configs_are_counted_apart_and_checks_are_added(tmp_path, capsys):
-    cpu = write_bep(tmp_path / "cpu.json", [configured("//t:cu"), skipped("//t:cu")])
+    cpu = write_bep(tmp_path / "cpu.json", [configured("//t:cu"), skipped("//t:cu")] + ok_test(tmp_path))
     cuda = write_bep(tmp_path / "cuda.json", [
         configured("//t:cu"), result("//t:cu", "PASSED"), summary("//t:cu", "PASSED")])
     checks = tmp_path / "checks.txt"
     checks.write_text("PASSED cache_check\nFAILED remote_check\n")
     assert test_summary.main([cpu, cuda, "--checks", str(checks)]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert "SKIPPED" in next(line for line in out if "[cpu]" in line)
+    assert "SKIPPED" in next(line for line in out if "//t:cu [cpu]" in line)
     assert "1 passed" in next(line for line in out if "[cuda]" in line)
-    assert out[-1] == "2 passed, 1 failed, 1 skipped"
+    assert out[-1] == "4 passed, 1 failed, 1 skipped"
 
 
 def test_all_green_exits_zero(tmp_path, capsys):
@@ -104,3 +137,87 @@ def test_require_cached_fails_when_a_test_ran(tmp_path, capsys):
 
 def test_require_cached_fails_when_nothing_was_tested(tmp_path):
     assert test_summary.main(["--require-cached", write_bep(tmp_path / "cpu.json", [])]) == 1
+
+
+# Each way CI could end green on a failure (the house issue's list), as a hand-made event file.
+def test_an_analysis_error_beside_a_passing_test_fails(tmp_path, capsys):
+    bep = write_bep(tmp_path / "cpu.json", ok_test(tmp_path) + [
+        aborted("//a:bad", "ANALYSIS_FAILURE", "no such attribute 'srcz' in 'py_test' rule")], exit_code=1)
+    assert test_summary.main([bep]) == 1
+    out = last_lines(capsys, 3)
+    assert "FAILED         //a:bad [cpu]: ANALYSIS_FAILURE: no such attribute 'srcz'" in out[0]
+    assert out[1] == "FAILED         (invocation) [cpu]: bazel exited with code 1"
+    assert out[2] == "2 passed, 2 failed, 0 skipped"
+
+
+def test_a_pattern_that_does_not_load_fails(tmp_path, capsys):
+    bep = write_bep(tmp_path / "cpu.json", ok_test(tmp_path) + [
+        aborted("//nope/...", "LOADING_FAILURE", "no targets found beneath 'nope'")], exit_code=1)
+    assert test_summary.main([bep]) == 1
+    assert "FAILED         (pattern //nope/...) [cpu]: LOADING_FAILURE: no targets found" in capsys.readouterr().out
+
+
+def test_a_failing_non_test_target_fails(tmp_path, capsys):
+    bep = write_bep(tmp_path / "cpu.json", ok_test(tmp_path) + [
+        configured("//a:lib", test=False), completed("//a:lib", success=False, test=False)], exit_code=1)
+    assert test_summary.main([bep]) == 1
+    assert "FAILED         //a:lib [cpu]: failed to build" in last_lines(capsys, 3)
+
+
+def test_a_test_with_no_result_fails_and_a_filtered_one_is_not_counted(tmp_path, capsys):
+    bep = write_bep(tmp_path / "cpu.json", ok_test(tmp_path) + [
+        configured("//a:lost"), completed("//a:lost"),
+        configured("//a:slow"), completed("//a:slow", test=False)])  # left out by --test_tag_filters
+    assert test_summary.main([bep]) == 1
+    out = capsys.readouterr().out
+    assert "NO RESULT      //a:lost [cpu]" in out
+    assert any(line.startswith("NOT RUN        //a:slow [cpu]") and "0 passed, 0 failed" in line
+               for line in out.splitlines())
+    assert out.splitlines()[-1] == "2 passed, 1 failed, 0 skipped"
+
+
+def test_flaky_is_reported_as_flaky_and_fails(tmp_path, capsys):
+    bep = write_bep(tmp_path / "cpu.json", [
+        configured("//a:flaky"), result("//a:flaky", "PASSED", junit(tmp_path, "fl", passed=4)),
+        summary("//a:flaky", "FLAKY"), completed("//a:flaky")])
+    assert test_summary.main([bep]) == 1
+    out = last_lines(capsys)
+    assert out[0].startswith("FLAKY          //a:flaky [cpu]") and out[1] == "4 passed, 1 failed, 0 skipped"
+
+
+@pytest.mark.parametrize("content", ["", None, "{not json\n"], ids=["empty", "missing", "garbled"])
+def test_an_empty_missing_or_garbled_event_file_fails(tmp_path, capsys, content):
+    path = tmp_path / "cpu.json"
+    if content is not None:
+        path.write_text(content)
+    assert test_summary.main([str(path)]) == 1
+    assert last_lines(capsys, 1) == ["0 passed, %d failed, 0 skipped" % (2 if content == "" else 3)]
+
+
+def test_an_unfinished_invocation_and_no_tests_found_fail(tmp_path, capsys):
+    unfinished = write_bep(tmp_path / "cpu.json", ok_test(tmp_path), exit_code=None)
+    assert test_summary.main([unfinished]) == 1
+    assert "ends before the build finished" in capsys.readouterr().out
+    no_tests = write_bep(tmp_path / "cuda.json", [], exit_code=4)  # NO_TESTS_FOUND
+    assert test_summary.main([no_tests]) == 1
+    out = capsys.readouterr().out
+    assert "bazel exited with code 4" in out and "no test target was configured" in out
+
+
+def test_tests_passing_while_bazel_failed_fail(tmp_path, capsys):
+    assert test_summary.main([write_bep(tmp_path / "cpu.json", ok_test(tmp_path), exit_code=1)]) == 1
+    assert last_lines(capsys)[-1] == "2 passed, 1 failed, 0 skipped"
+
+
+def test_an_expected_check_that_never_ran_fails(tmp_path, capsys):
+    checks = tmp_path / "checks.txt"
+    checks.write_text("PASSED reproducible_builds\n")
+    bep = write_bep(tmp_path / "cpu.json", ok_test(tmp_path))
+    argv = [bep, "--checks", str(checks), "--expect-checks", "reproducible_builds,remote_cache"]
+    assert test_summary.main(argv) == 1
+    out = last_lines(capsys, 3)
+    assert out[:2] == ["PASSED         check reproducible_builds",
+                       "FAILED         check remote_cache (expected, never ran)"]
+    assert out[2] == "3 passed, 1 failed, 0 skipped"
+    checks.write_text("PASSED reproducible_builds\nPASSED remote_cache\n")
+    assert test_summary.main(argv) == 0
