@@ -17,6 +17,7 @@ like on any other. GPU architectures: --@rules_cuda//cuda:archs='sm_80;sm_90'
 """
 
 load("@rules_cuda//cuda:defs.bzl", _cuda_library = "cuda_library", "requires_cuda")
+load("//tools:copts.bzl", "CUDA_COPTS")
 
 def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], **kwargs):
     """nvcc-compiled `srcs` (.cu) as a cc_library named `name`, skipped without CUDA.
@@ -34,7 +35,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], **kwargs):
         srcs = srcs,
         hdrs = hdrs,
         deps = deps,
-        copts = ["-O3", "--expt-relaxed-constexpr"] + copts,
+        copts = CUDA_COPTS + copts,
         target_compatible_with = requires_cuda(),
         **kwargs
     )

@@ -16,6 +16,7 @@ not linked: the interpreter that imports the module provides it.
 """
 
 load("@pybind11_bazel//:build_defs.bzl", _pybind_extension = "pybind_extension")
+load("//tools:copts.bzl", "CXX_COPTS")
 
 def pybind_extension(name, srcs, deps = [], copts = [], **kwargs):
     """Builds the extension module `<name>.so` (PYBIND11_MODULE(<name>, m) in `srcs`).
@@ -31,6 +32,6 @@ def pybind_extension(name, srcs, deps = [], copts = [], **kwargs):
         name = name,
         srcs = srcs,
         deps = deps,
-        copts = ["-std=c++17", "-O3"] + copts,
+        copts = CXX_COPTS + copts,
         **kwargs
     )

@@ -12,8 +12,8 @@ TensorFlow (C++17, its ABI and Eigen alignment defines) and linked against its
 libtensorflow_framework.so.2.
 """
 
-load("@python_env//:flags.bzl", "TF_COPTS")
 load("@rules_cc//cc:defs.bzl", "cc_binary")
+load("//tools:copts.bzl", "TF_COPTS")
 
 def tf_op_library(name, srcs, deps = [], copts = [], **kwargs):
     """Builds `<name>.so` against the environment's TensorFlow.
@@ -28,7 +28,7 @@ def tf_op_library(name, srcs, deps = [], copts = [], **kwargs):
     cc_binary(
         name = name + ".so",
         srcs = srcs,
-        copts = TF_COPTS + ["-O3"] + copts,
+        copts = TF_COPTS + copts,
         linkshared = True,
         deps = deps + ["@python_env//:tensorflow"],
         **kwargs

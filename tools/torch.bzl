@@ -14,8 +14,8 @@ environment), so it loads without undefined symbols, and at::parallel_for,
 whose OpenMP loop is compiled into the extension itself, runs in parallel.
 """
 
-load("@python_env//:flags.bzl", "TORCH_COPTS")
 load("@rules_cc//cc:defs.bzl", "cc_binary")
+load("//tools:copts.bzl", "TORCH_COPTS", "TORCH_LINKOPTS")
 
 def torch_op_library(name, srcs, deps = [], copts = [], **kwargs):
     """Builds `<name>.so` against the environment's torch.
@@ -30,8 +30,8 @@ def torch_op_library(name, srcs, deps = [], copts = [], **kwargs):
     cc_binary(
         name = name + ".so",
         srcs = srcs,
-        copts = TORCH_COPTS + ["-O3", "-fopenmp", "-DTORCH_EXTENSION_NAME=" + name] + copts,
-        linkopts = ["-fopenmp"],
+        copts = TORCH_COPTS + ["-DTORCH_EXTENSION_NAME=" + name] + copts,
+        linkopts = TORCH_LINKOPTS,
         linkshared = True,
         deps = deps + ["@python_env//:torch"],
         **kwargs

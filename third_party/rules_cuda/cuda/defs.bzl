@@ -51,8 +51,9 @@ def _cuda_objects_impl(ctx):
         obj = ctx.actions.declare_file("_objs/%s/%s.pic.o" % (ctx.label.name, stem))
         args = ctx.actions.args()
         args.add_all(["-x", "cu", "-c", src.path, "-o", obj.path])
-        args.add_all(["-std=c++17", "-ccbin", cc_toolchain.compiler_executable])
-        args.add_all(["-Xcompiler", "-fPIC"])
+        # Language standard, optimisation and -fPIC come with copts (the
+        # workspace keeps every flag in tools/copts.bzl).
+        args.add_all(["-ccbin", cc_toolchain.compiler_executable])
         args.add_all(gencode)
         # nvcc rejects -iquote; every include dir becomes -I.
         args.add_all(["."] + include_dirs, format_each = "-I%s")
