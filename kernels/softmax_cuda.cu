@@ -14,6 +14,7 @@
 
 #include <cfloat>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/online_softmax.h"
 #include "kernels/softmax.h"
@@ -219,29 +220,33 @@ __global__ void block_backward(const T* __restrict__ dy, const T* __restrict__ y
 
 // ---------------------------------------------------------------- dispatch
 
-template <typename T, int kPerLane>
-cudaError_t launch_warp(const T* x, T* y, int64_t rows, int cols, bool log, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock));
-  if (log) warp_forward<T, kPerLane, true><<<grid, kWarpsPerBlock * kWarp, 0, stream>>>(x, y, rows, cols);
-  else warp_forward<T, kPerLane, false><<<grid, kWarpsPerBlock * kWarp, 0, stream>>>(x, y, rows, cols);
-  return cudaGetLastError();
-}
-
-template <typename T, int kPerLane>
-cudaError_t launch_warp_backward(const T* dy, const T* y, T* dx, int64_t rows, int cols, bool log,
-                                 cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock));
-  if (log) warp_backward<T, kPerLane, true><<<grid, kWarpsPerBlock * kWarp, 0, stream>>>(dy, y, dx, rows, cols);
-  else warp_backward<T, kPerLane, false><<<grid, kWarpsPerBlock * kWarp, 0, stream>>>(dy, y, dx, rows, cols);
-  return cudaGetLastError();
-}
-
 // Values per lane for the warp kernels: the smallest power of two covering cols / 32.
 int per_lane(int64_t cols) {
   int n = 1;
   while (n * kWarp < cols) n *= 2;
   return n;
 }
+
+// The one place run-time choices become template arguments: calls
+// launch(kLog, kPerLane) with std::integral_constant arguments, so each
+// kernel's launch is written once for both forms and every row length.
+template <typename Launch>
+cudaError_t dispatch(bool log, int64_t cols, Launch&& launch) {
+  auto with_lanes = [&](auto kLog) -> cudaError_t {
+    switch (cols <= 1024 ? per_lane(cols) : 0) {  // 0: the block tiers, no per-lane count
+      case 1: return launch(kLog, std::integral_constant<int, 1>{});
+      case 2: return launch(kLog, std::integral_constant<int, 2>{});
+      case 4: return launch(kLog, std::integral_constant<int, 4>{});
+      case 8: return launch(kLog, std::integral_constant<int, 8>{});
+      case 16: return launch(kLog, std::integral_constant<int, 16>{});
+      case 32: return launch(kLog, std::integral_constant<int, 32>{});
+      default: return launch(kLog, std::integral_constant<int, 0>{});
+    }
+  };
+  return log ? with_lanes(std::true_type{}) : with_lanes(std::false_type{});
+}
+
+dim3 warp_grid(int64_t rows) { return dim3(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock)); }
 
 // The largest row, in floats, that fits the device's opt-in shared memory per block.
 int64_t cached_cols_limit() {
@@ -256,53 +261,40 @@ int64_t cached_cols_limit() {
 template <typename T>
 cudaError_t forward_device(const T* x, T* y, int64_t rows, int64_t cols, bool log, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
-  if (cols <= 1024) {
-    const int c = static_cast<int>(cols);
-    switch (per_lane(cols)) {
-      case 1: return launch_warp<T, 1>(x, y, rows, c, log, stream);
-      case 2: return launch_warp<T, 2>(x, y, rows, c, log, stream);
-      case 4: return launch_warp<T, 4>(x, y, rows, c, log, stream);
-      case 8: return launch_warp<T, 8>(x, y, rows, c, log, stream);
-      case 16: return launch_warp<T, 16>(x, y, rows, c, log, stream);
-      default: return launch_warp<T, 32>(x, y, rows, c, log, stream);
+  if (cols > 1024 && rows > 0x7fffffff) return cudaErrorInvalidValue;  // one block per row
+  const int64_t cached_limit = cols > 1024 ? cached_cols_limit() : 0;
+  return dispatch(log, cols, [&](auto kLog, auto kPerLane) -> cudaError_t {
+    const dim3 grid(static_cast<unsigned>(rows));
+    if constexpr (kPerLane > 0) {
+      warp_forward<T, kPerLane, kLog><<<warp_grid(rows), kWarpsPerBlock * kWarp, 0, stream>>>(
+          x, y, rows, static_cast<int>(cols));
+    } else if (cols <= cached_limit) {
+      const size_t smem = cols * sizeof(float);
+      cudaError_t err = cudaFuncSetAttribute(block_cached_forward<T, kLog>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      if (err != cudaSuccess) return err;
+      block_cached_forward<T, kLog><<<grid, kBlockThreads, smem, stream>>>(x, y, static_cast<int>(cols));
+    } else {
+      block_online_forward<T, kLog><<<grid, kBlockThreads, 0, stream>>>(x, y, cols);
     }
-  }
-  if (rows > 0x7fffffff) return cudaErrorInvalidValue;  // one block per row
-  const dim3 grid(static_cast<unsigned>(rows));
-  if (cols <= cached_cols_limit()) {
-    const size_t smem = cols * sizeof(float);
-    auto kernel = log ? block_cached_forward<T, true> : block_cached_forward<T, false>;
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem));
-    if (err != cudaSuccess) return err;
-    kernel<<<grid, kBlockThreads, smem, stream>>>(x, y, static_cast<int>(cols));
     return cudaGetLastError();
-  }
-  if (log) block_online_forward<T, true><<<grid, kBlockThreads, 0, stream>>>(x, y, cols);
-  else block_online_forward<T, false><<<grid, kBlockThreads, 0, stream>>>(x, y, cols);
-  return cudaGetLastError();
+  });
 }
 
 template <typename T>
 cudaError_t backward_device(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, bool log,
                             cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
-  if (cols <= 1024) {
-    const int c = static_cast<int>(cols);
-    switch (per_lane(cols)) {
-      case 1: return launch_warp_backward<T, 1>(dy, y, dx, rows, c, log, stream);
-      case 2: return launch_warp_backward<T, 2>(dy, y, dx, rows, c, log, stream);
-      case 4: return launch_warp_backward<T, 4>(dy, y, dx, rows, c, log, stream);
-      case 8: return launch_warp_backward<T, 8>(dy, y, dx, rows, c, log, stream);
-      case 16: return launch_warp_backward<T, 16>(dy, y, dx, rows, c, log, stream);
-      default: return launch_warp_backward<T, 32>(dy, y, dx, rows, c, log, stream);
+  if (cols > 1024 && rows > 0x7fffffff) return cudaErrorInvalidValue;
+  return dispatch(log, cols, [&](auto kLog, auto kPerLane) -> cudaError_t {
+    if constexpr (kPerLane > 0) {
+      warp_backward<T, kPerLane, kLog><<<warp_grid(rows), kWarpsPerBlock * kWarp, 0, stream>>>(
+          dy, y, dx, rows, static_cast<int>(cols));
+    } else {
+      block_backward<T, kLog><<<dim3(static_cast<unsigned>(rows)), kBlockThreads, 0, stream>>>(dy, y, dx, cols);
     }
-  }
-  if (rows > 0x7fffffff) return cudaErrorInvalidValue;
-  const dim3 grid(static_cast<unsigned>(rows));
-  if (log) block_backward<T, true><<<grid, kBlockThreads, 0, stream>>>(dy, y, dx, cols);
-  else block_backward<T, false><<<grid, kBlockThreads, 0, stream>>>(dy, y, dx, cols);
-  return cudaGetLastError();
+    return cudaGetLastError();
+  });
 }
 
 template <typename T>
