@@ -19,6 +19,7 @@ import torch
 import torch.autograd.forward_ad as fwAD
 from torch._functorch.utils import enable_single_level_autograd_function
 
+from kernels import dims
 from kernels.isa import CpuIsa
 from kernels.library import find
 
@@ -32,8 +33,7 @@ cpu_isa, set_cpu_isa, cpu_isas_supported = _isa.current, _isa.set, _isa.supporte
 def _fake(x, dim=-1):
     if not x.dtype.is_floating_point:
         raise RuntimeError("warp_softmax: input must be a floating point tensor, got %s" % x.dtype)
-    torch._check(-max(x.dim(), 1) <= dim < max(x.dim(), 1),
-                 lambda: "warp_softmax: dim %d is out of range for %d dimensions" % (dim, x.dim()))
+    dims.normalize(dim, x.dim(), "warp_softmax")  # the eager kernel's IndexError, under compile too
     return torch.empty_like(x)
 
 
@@ -163,11 +163,10 @@ for _name in _RULES:
 def _batched(op, tensors, dim):
     """op(*tensors, dim) per example, for tensors batched in their dim 0."""
     rank = tensors[0].dim() - 1  # of each example
-    if not -max(rank, 1) <= dim < max(rank, 1):
-        raise IndexError("warp_softmax: dim %d is out of range for %d dimensions" % (dim, rank))
+    dim = dims.normalize(dim, rank, "warp_softmax")
     if rank == 0:
         return op(*(t.unsqueeze(-1) for t in tensors), -1).squeeze(-1)
-    return op(*tensors, dim % rank + 1)
+    return op(*tensors, dim + 1)
 
 
 def _vmap_rule(op):

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/dims.h"
 #include "kernels/softmax.h"
 
 namespace py = pybind11;
@@ -52,13 +53,9 @@ py::array restore_axis(const py::array& a, int axis) {
 }
 
 int normalize_axis(const py::array& a, int axis, const char* op) {
-  const int ndim = std::max<int>(static_cast<int>(a.ndim()), 1);
-  if (axis < -ndim || axis >= ndim) {
-    throw py::index_error(std::string(op) + ": axis " + std::to_string(axis) +
-                          " is out of range for an array with " + std::to_string(a.ndim()) +
-                          " dimensions");
-  }
-  return axis < 0 ? axis + ndim : axis;
+  const int64_t d = warp_softmax::normalize_dim(axis, a.ndim());
+  if (d < 0) throw py::index_error(warp_softmax::dim_error(op, "axis", axis, a.ndim()));
+  return static_cast<int>(d);
 }
 
 void check_dtype(const py::array& a, const char* op) {

@@ -10,6 +10,7 @@ graphs keep static shapes); the gradient is the WarpSoftmaxGrad op.
 
 import tensorflow as tf
 
+from kernels import dims
 from kernels.isa import CpuIsa
 from kernels.library import find
 
@@ -32,9 +33,7 @@ def _apply(logits, axis, log):
     rank = logits.shape.rank
     if rank is None:
         raise ValueError("warp_softmax needs logits of known rank")
-    if not -max(rank, 1) <= axis < max(rank, 1):
-        raise ValueError("warp_softmax: axis %d is out of range for rank %d" % (axis, rank))
-    axis %= max(rank, 1)
+    axis = dims.normalize(axis, rank, "warp_softmax", "axis", ValueError)
     if rank == 0 or axis == rank - 1:
         return _lib.warp_softmax(logits, log_softmax=log) if rank else \
             tf.reshape(_lib.warp_softmax(tf.reshape(logits, [1]), log_softmax=log), [])

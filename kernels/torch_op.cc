@@ -11,6 +11,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
 
+#include "kernels/dims.h"
 #include "kernels/softmax.h"
 
 namespace {
@@ -38,10 +39,8 @@ struct Rows {
 };
 
 Rows as_rows(const at::Tensor& t, int64_t dim, const char* op) {
-  const int64_t ndim = std::max<int64_t>(t.dim(), 1);
-  TORCH_CHECK(dim >= -ndim && dim < ndim, op, ": dim ", dim, " is out of range for a tensor with ",
-              t.dim(), " dimensions");
-  const int64_t d = dim < 0 ? dim + ndim : dim;
+  const int64_t d = warp_softmax::normalize_dim(dim, t.dim());
+  TORCH_CHECK_INDEX(d >= 0, warp_softmax::dim_error(op, "dim", dim, t.dim()));
   at::Tensor x = t.dim() == 0 ? t.reshape({1}) : t.movedim(d, -1);
   x = x.contiguous();
   const int64_t cols = x.size(-1);
