@@ -1,10 +1,12 @@
 """`cuda_library`: CUDA sources compiled by nvcc, built only under --config=cuda.
 
     cuda_library(
-        name = "softmax_cuda",
-        srcs = ["softmax_cuda.cu"],
-        hdrs = ["softmax.h"],
+        name = "saxpy",
+        srcs = ["saxpy.cu"],
+        hdrs = ["saxpy.h"],
     )
+
+(tools/tests/BUILD.bazel; kernels' softmax_cuda is another).
 
 The workspace's policy on top of rules_cuda's cuda_library (an offline
 stand-in under third_party/ for Bazel 4.2.3, the real ruleset under bzlmod):

@@ -1,15 +1,22 @@
 """`pybind_extension`: a Python extension module written with pybind11.
 
     pybind_extension(
-        name = "fastmath",
-        srcs = ["fastmath.cc"],
-        deps = [":fastmath_core"],
+        name = "warp_softmax_numpy",
+        srcs = ["pybind_module.cc"],
+        deps = [
+            ":dims",
+            ":softmax_cpu",
+        ],
     )
 
-    py_library(name = "lib", srcs = ["lib.py"], data = [":fastmath.so"])
+    py_library(
+        name = "numpy",
+        data = [":warp_softmax_numpy.so"],
+        deps = [":package"],
+    )
 
-builds `fastmath.so`, importable as `<package>.fastmath` by any py_* target
-that has it in `data`. The workspace's policy on top of pybind11_bazel's
+(kernels/BUILD.bazel) builds `warp_softmax_numpy.so`, importable as
+`kernels.warp_softmax_numpy` by any py_* target that has it in `data`. The workspace's policy on top of pybind11_bazel's
 macro (an offline stand-in under third_party/ for Bazel 4.2.3, the real one
 under bzlmod): C++17 and optimised code. Symbols are hidden and libpython is
 not linked: the interpreter that imports the module provides it.

@@ -1,9 +1,9 @@
 """`pytest_test`: a py_test that runs its sources with pytest.
 
     pytest_test(
-        name = "tensor_test",
-        srcs = ["tensor_test.py"],
-        deps = ["//minigrad"],
+        name = "pybind_extension_test",
+        srcs = ["pybind_extension_test.py"],
+        data = [":pybind_example.so"],
     )
 
 pytest writes JUnit XML to the file Bazel names ($XML_OUTPUT_FILE), so each

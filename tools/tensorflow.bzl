@@ -3,10 +3,10 @@
     tf_op_library(
         name = "warp_softmax_tf",
         srcs = ["tf_op.cc"],
-        deps = [":softmax_core"],
+        deps = [":softmax_cpu"],
     )
 
-builds `warp_softmax_tf.so`, which `tf.load_op_library(path)` loads. Compiled
+(kernels/BUILD.bazel) builds `warp_softmax_tf.so`, which `tf.load_op_library(path)` loads. Compiled
 with the flags `tf.sysconfig.get_compile_flags()` gives for the pinned
 TensorFlow (C++17, its ABI and Eigen alignment defines) and linked against its
 libtensorflow_framework.so.2.

@@ -1,12 +1,12 @@
 """`torch_op_library`: a shared library of PyTorch operators.
 
     torch_op_library(
-        name = "warp_softmax",
-        srcs = ["torch_op.cc"],
-        deps = [":softmax_core"],
+        name = "torch_example_op",
+        srcs = ["torch_example_op.cc"],
     )
 
-builds `warp_softmax.so`, which `torch.ops.load_library(path)` loads; its
+(tools/tests/BUILD.bazel; kernels' warp_softmax is another) builds
+`torch_example_op.so`, which `torch.ops.load_library(path)` loads; its
 TORCH_LIBRARY blocks then register the operators. Compiled as
 torch.utils.cpp_extension compiles CPU extensions (C++20, torch's
 _GLIBCXX_USE_CXX11_ABI, -fopenmp, headers of the torch in the pinned
