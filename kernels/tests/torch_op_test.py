@@ -1,4 +1,5 @@
-"""kernels::warp_softmax as a PyTorch operator on the CPU: values, gradients, opcheck, compile.
+"""kernels::warp_softmax as a PyTorch operator on the CPU: values, gradients, opcheck, compile
+(torch_transforms_test.py: vmap, autocast, forward AD and torch.func).
 
 Tests taking the `isa` fixture run once per CPU level this machine supports."""
 
@@ -14,27 +15,9 @@ from hypothesis.extra import numpy as hnp
 import kernels
 from kernels import ops
 from kernels.tests import checks
+from kernels.tests.torch_cases import DTYPES, OPS, inputs, reference
 
 isa = checks.isa_fixture(ops._isa)
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-          "float64": torch.float64}
-
-OPS = {
-    "softmax": (kernels.warp_softmax, torch.softmax),
-    "log_softmax": (kernels.warp_log_softmax, torch.log_softmax),
-}
-
-
-def reference(name, x, dim):
-    """torch's own result, computed in float64 (the error then is ours, not torch's)."""
-    return OPS[name][1](x.double(), dim)
-
-
-def inputs(shape, dtype=torch.float32, scale=3.0, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(shape, generator=g, dtype=torch.float64) * scale).to(dtype)
-
-
 SHAPES = [(1,), (7,), (5, 3), (4, 1024), (3, 4097), (2, 32768), (2, 3, 5, 7), (64, 17)]
 
 
@@ -211,114 +194,6 @@ def test_property_matches_torch_softmax(data):
     x = torch.from_numpy(values)
     for name, (ours, _) in OPS.items():
         checks.assert_close(ours(x, dim).double(), reference(name, x, dim), "float32", "log" in name)
-
-
-def test_vmap_matches_torch():
-    x = inputs((5, 3, 7))
-    for in_dims, dim in [(0, -1), (1, 0), (2, 1)]:
-        for name, (ours, theirs) in OPS.items():
-            got = torch.vmap(lambda t: ours(t, dim), in_dims=in_dims)(x)
-            want = torch.vmap(lambda t: theirs(t, dim), in_dims=in_dims)(x)
-            torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
-    # The backward operator too, with one argument batched and one shared.
-    y = torch.softmax(inputs((3, 7)), -1)
-    g = inputs((5, 3, 7), seed=5)
-    got = torch.vmap(lambda gi: torch.ops.kernels.warp_softmax_backward(gi, y, -1))(g)
-    want = torch.stack([torch._softmax_backward_data(gi, y, -1, torch.float32) for gi in g])
-    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
-
-
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-def test_autocast_runs_in_the_context_dtype_with_float32_accumulation(dtype):
-    x = inputs((4, 2000))
-    with torch.autocast("cpu", dtype=DTYPES[dtype]):
-        y = kernels.warp_softmax(x, -1)
-        assert kernels.warp_log_softmax(x, -1).dtype == DTYPES[dtype]
-        assert kernels.warp_softmax(x.double(), -1).dtype == torch.float64  # float64 is kept
-    assert y.dtype == DTYPES[dtype]
-    # Within one unit of the format of the float64 softmax of the rounded input.
-    checks.assert_close(y.double(), reference("softmax", x.to(DTYPES[dtype]), -1), dtype, False)
-    assert kernels.warp_softmax(x, -1).dtype == torch.float32  # outside the context
-
-
-def test_vmap_over_0d_examples_and_dim_0_as_torch():
-    for name, (ours, theirs) in OPS.items():
-        x = inputs((5,))
-        torch.testing.assert_close(torch.vmap(ours)(x), torch.vmap(lambda t: theirs(t, -1))(x))
-        torch.testing.assert_close(torch.vmap(lambda t: ours(t, 0))(x), torch.vmap(lambda t: theirs(t, 0))(x))
-        x = inputs((3, 4, 6))
-        for dim in (0, 1, -1, -2):
-            got = torch.vmap(lambda t: ours(t, dim))(x)
-            torch.testing.assert_close(got, torch.vmap(lambda t: theirs(t, dim))(x), atol=1e-6, rtol=1e-5)
-        with pytest.raises(IndexError, match="out of range"):
-            torch.vmap(lambda t: ours(t, 2))(x)
-
-
-# The Python API and the raw operators (one Autograd kernel serves both).
-RAW = {"softmax": lambda t, dim=-1: torch.ops.kernels.warp_softmax(t, dim),
-       "log_softmax": lambda t, dim=-1: torch.ops.kernels.warp_log_softmax(t, dim)}
-BACKWARD = {"softmax": (torch.ops.kernels.warp_softmax_backward, torch._softmax_backward_data),
-            "log_softmax": (torch.ops.kernels.warp_log_softmax_backward, torch._log_softmax_backward_data)}
-
-
-@pytest.mark.parametrize("raw", [False, True], ids=["api", "raw_op"])
-@pytest.mark.parametrize("name", sorted(OPS))
-def test_forward_mode_ad_matches_torch(name, raw):
-    ours, theirs = (RAW[name] if raw else OPS[name][0]), OPS[name][1]
-    x, v = inputs((3, 7), dtype=torch.float64), inputs((3, 7), dtype=torch.float64, seed=1)
-    for dim in (-1, 0):
-        got = torch.func.jvp(lambda t: ours(t, dim), (x,), (v,))
-        want = torch.func.jvp(lambda t: theirs(t, dim), (x,), (v,))
-        torch.testing.assert_close(got, want)
-        assert got[1].abs().max() > 0.01  # a real tangent, not zeros
-    torch.testing.assert_close(torch.func.jacfwd(ours)(x[0]), torch.func.jacfwd(lambda t: theirs(t, -1))(x[0]))
-    import torch.autograd.forward_ad as fwAD
-    with fwAD.dual_level():
-        tangent = fwAD.unpack_dual(ours(fwAD.make_dual(x, v), -1)).tangent
-    torch.testing.assert_close(tangent, torch.func.jvp(lambda t: theirs(t, -1), (x,), (v,))[1])
-
-
-@pytest.mark.parametrize("raw", [False, True], ids=["api", "raw_op"])
-@pytest.mark.parametrize("name", sorted(OPS))
-def test_every_torch_func_transform_matches_torch(name, raw):
-    ours, theirs = (RAW[name] if raw else OPS[name][0]), OPS[name][1]
-    x = inputs((4, 6), dtype=torch.float64)
-    w = inputs((6,), dtype=torch.float64, seed=2)
-
-    def loss(f):  # not linear in the output, so second derivatives are not trivially zero
-        return lambda t: ((f(t, -1) * w) ** 3).sum()
-
-    func = torch.func
-    for transform in (func.grad, lambda f: func.vmap(func.grad(f)), func.jacrev, func.hessian,
-                      lambda f: func.jacrev(func.grad(f)), lambda f: func.jacfwd(func.grad(f))):
-        torch.testing.assert_close(transform(loss(ours))(x[0]), transform(loss(theirs))(x[0]))
-    torch.testing.assert_close(func.vmap(func.grad(loss(ours)))(x), func.vmap(func.grad(loss(theirs)))(x))
-
-    def half_untracked(f):  # torch.no_grad inside a transform hides that part from every level
-        def g(t):
-            with torch.no_grad():
-                frozen = f(t, -1)
-            return (f(t, -1) * frozen * w).sum() ** 2
-        return g
-    for transform in (func.grad, func.hessian, lambda f: func.grad(lambda t: func.grad(f)(t).sum())):
-        torch.testing.assert_close(transform(half_untracked(ours))(x[0]), transform(half_untracked(theirs))(x[0]))
-    # The backward operators: forward mode through them too (hessian's inner half).
-    op, torch_op = BACKWARD[name]
-    y, g, ty, tg = OPS[name][1](x, -1), *(inputs((4, 6), dtype=torch.float64, seed=s) for s in (3, 4, 5))
-    got = func.jvp(lambda a, b: op(a, b, -1), (g, y), (tg, ty))
-    torch.testing.assert_close(got, func.jvp(lambda a, b: torch_op(a, b, -1, torch.float64), (g, y), (tg, ty)))
-    # Two forward-mode levels: torch.func gives custom functions a zero outer
-    # tangent, so the operators refuse instead of returning it.
-    with pytest.raises(NotImplementedError, match="forward-over-forward"):
-        func.jacfwd(func.jacfwd(loss(ours)))(x[0])
-
-
-def test_inference_calls_record_no_graph():
-    x = inputs((3, 5))
-    assert kernels.warp_softmax(x).grad_fn is None
-    with torch.no_grad():
-        assert kernels.warp_softmax(x.requires_grad_()).grad_fn is None
-    assert type(kernels.warp_softmax(x).grad_fn).__name__ == "warp_softmaxBackward"
 
 
 def test_cpu_level_is_reported_forced_and_refused_clearly():
