@@ -12,7 +12,7 @@ Tensor (tensor.py) records Functions (function.py, gradient rules in ops.py
 and functional.py); autograd.py runs them backwards.
 """
 
-from minigrad.tensor import Tensor
+from minigrad.tensor import Tensor, from_numpy
 from minigrad.function import Function
 from minigrad.grad_mode import enable_grad, is_grad_enabled, no_grad
 from minigrad.autograd import grad
@@ -20,5 +20,5 @@ from minigrad.gradcheck import GradcheckError, gradcheck
 from minigrad.graphviz import draw_graph
 from minigrad import functional, nn, optim
 
-__all__ = ["Function", "GradcheckError", "Tensor", "draw_graph", "enable_grad", "functional",
-           "grad", "gradcheck", "is_grad_enabled", "nn", "no_grad", "optim"]
+__all__ = ["Function", "GradcheckError", "Tensor", "draw_graph", "enable_grad", "from_numpy",
+           "functional", "grad", "gradcheck", "is_grad_enabled", "nn", "no_grad", "optim"]

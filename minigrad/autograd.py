@@ -46,6 +46,9 @@ def _initial_grads(outputs, grad_outputs):
             if out.data.size != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs; pass a "
                                    "gradient of shape %s" % (tuple(out.shape),))
+            if out.data.dtype.kind == "c":
+                raise RuntimeError("grad can be implicitly created only for real scalar outputs "
+                                   "(as in torch); pass a gradient, or take .real of a loss")
             g = Tensor._wrap(np.ones_like(out.data))
         elif not isinstance(g, Tensor):
             g = Tensor(g)

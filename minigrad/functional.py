@@ -4,7 +4,9 @@ softmax, log_softmax and cross_entropy are fused Functions: one node each in
 the graph, numerically stable (the row maximum is subtracted before exp), with
 gradient rules written in Tensor operations so they differentiate again.
 softmax and log_softmax run warp_softmax's C++ kernel (kernels package) for
-float32/float64 when it is built, and NumPy otherwise.
+float32/float64 when it is built, and NumPy otherwise. Integer or boolean inputs
+are promoted to float64, minigrad's default float dtype (torch promotes to its own
+default; a loss of integer logits is not rounded to an integer).
 """
 
 import numpy as np
@@ -52,27 +54,40 @@ def _needs(value):
     return isinstance(value, Tensor) and value.requires_grad
 
 
-def _dim(x, dim):
-    if not -x.ndim <= dim < max(x.ndim, 1):
-        raise IndexError("dim %d is out of range for a tensor with %d dimensions" % (dim, x.ndim))
-    return dim % max(x.ndim, 1)
+def _dim(op, x, dim):
+    """dim as an axis; a 0-d tensor takes dim 0 or -1 (as in torch)."""
+    if isinstance(dim, (tuple, list)) or isinstance(dim, bool):
+        raise TypeError("%s: dim must be one int, got %r" % (op, dim))
+    top = max(x.ndim, 1)
+    if not -top <= dim < top:
+        raise IndexError("%s: dim %d is out of range for a tensor of shape %s (valid dims: %d to "
+                         "%d)" % (op, dim, tuple(x.shape), -top, top - 1))
+    return dim % top
+
+
+def _floating(x):
+    """x's array, integers and booleans promoted to float64."""
+    return x.data if x.data.dtype.kind in "fc" else x.data.astype(np.float64)
 
 
 class _RowwiseSoftmax(Function):
     """softmax-like along `dim`; the output is saved (the gradient is a function of it)."""
 
-    fn = None
+    fn = op = None
 
     @classmethod
     def forward(cls, ctx, x, dim):
-        ctx.dim = dim = _dim(x, dim)
-        out = Tensor._wrap(cls.fn(x.data, dim))
+        ctx.dim = dim = _dim(cls.op, x, dim)
+        data = _floating(x)
+        # A 0-d tensor is a row of one.
+        out = Tensor._wrap(cls.fn(data.reshape(1), 0).reshape(()) if data.ndim == 0
+                           else cls.fn(data, dim))
         ctx.save_for_backward(out)
         return out
 
 
 class Softmax(_RowwiseSoftmax):
-    fn = staticmethod(_softmax)
+    fn, op = staticmethod(_softmax), "softmax"
 
     @staticmethod
     def backward(ctx, grad):
@@ -86,7 +101,7 @@ class Softmax(_RowwiseSoftmax):
 
 
 class LogSoftmax(_RowwiseSoftmax):
-    fn = staticmethod(_log_softmax)
+    fn, op = staticmethod(_log_softmax), "log_softmax"
 
     @staticmethod
     def backward(ctx, grad):
@@ -107,7 +122,7 @@ class CrossEntropy(Function):
 
     @staticmethod
     def forward(ctx, logits, target):
-        x = logits.data
+        x = _floating(logits)
         if x.ndim != 2:
             raise ValueError("cross_entropy: logits must be (batch, classes), got shape %s"
                              % (tuple(x.shape),))
@@ -192,12 +207,12 @@ class Linear(Function):
         x, weight = ctx.saved_tensors
         bias = ctx.inputs[2]
         # Direct Function calls: this runs once per layer per step, where overhead counts.
-        gx = ops.MatMul.apply(grad, weight) if x.requires_grad else None
+        gx = ops.MatMul.apply(grad, ops._conj(weight)) if x.requires_grad else None
         gw = gb = None
         if weight.requires_grad:
             g2 = grad if grad.ndim == 2 else ops.Reshape.apply(grad, (-1, grad.shape[-1]))
             x2 = x if x.ndim == 2 else ops.Reshape.apply(x, (-1, x.shape[-1]))
-            gw = ops.MatMul.apply(ops.Permute.apply(g2, (1, 0)), x2)
+            gw = ops.MatMul.apply(ops.Permute.apply(g2, (1, 0)), ops._conj(x2))
         if bias is not None and bias.requires_grad:
             gb = ops.Sum.apply(grad, tuple(range(grad.ndim - 1))) if grad.ndim > 1 else grad
         return gx, gw, gb

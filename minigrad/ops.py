@@ -5,6 +5,10 @@ are recorded themselves and gradients of any order come for free. Binary
 operations take a Tensor or a plain number on either side (a number keeps the
 Tensor's dtype, as in NumPy); broadcasting is NumPy's, and each gradient is
 summed back to its input's shape (SumTo).
+
+Two operands of different dtypes promote as in torch (_result_dtype); complex
+gradients are conjugated as torch's are (the vector-Jacobian product is
+grad * conj(df/dx)).
 """
 
 import numpy as np
@@ -20,7 +24,7 @@ def _data(value):
 
 
 def _shape(value):
-    return value.data.shape if value.__class__ is Tensor else ()
+    return value.data.shape if value.__class__ is Tensor else np.shape(value)
 
 
 def _needs(value):
@@ -29,6 +33,55 @@ def _needs(value):
 
 def _sum_to(grad, shape):
     return grad if grad.data.shape == shape else SumTo.apply(grad, shape)
+
+
+def _conj(value):
+    """conj(value), recorded (for complex gradients); real values are returned as they are."""
+    if value.__class__ is Tensor:
+        return Conj.apply(value) if value.data.dtype.kind == "c" else value
+    return np.conj(value) if isinstance(value, complex) else value
+
+
+# torch's dtype categories: a higher category wins regardless of size.
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+
+
+def _promote_types(da, db):
+    """Two dtypes of equal rank: the higher category's dtype wins (int64 + float32 is float32),
+    within a category the wider one (float32 + float64 is float64)."""
+    ca, cb = _CATEGORY[da.kind], _CATEGORY[db.kind]
+    if ca == cb or min(ca, cb) >= 2:
+        return np.result_type(da, db)
+    return da if ca > cb else db
+
+
+def _result_dtype(a, b):
+    """torch's type promotion (combine_categories) for two arrays of different dtypes: a
+    tensor with dimensions outranks a 0-d one, whose dtype counts only where its category is
+    higher (float32 [n] + float64 0-d is float32, int32 [n] + float64 0-d is float64, float32
+    [n] + complex128 0-d is complex64). Python numbers already promote as in torch under
+    NumPy 2's rules, float64 being minigrad's default float."""
+    if (a.ndim > 0) == (b.ndim > 0):
+        return _promote_types(a.dtype, b.dtype)
+    high, low = (a.dtype, b.dtype) if a.ndim > 0 else (b.dtype, a.dtype)
+    if high.kind == "c":
+        return high
+    if low.kind == "c":
+        return np.result_type(high, np.complex64) if high.kind == "f" else low
+    if high.kind == "f":
+        return high
+    if high.kind == "b" or low.kind == "f":
+        return _promote_types(high, low)
+    return high
+
+
+def _operands(a, b):
+    """The two operands' arrays, cast to their common dtype when both are arrays."""
+    x, y = _data(a), _data(b)
+    if (x.__class__ is np.ndarray and y.__class__ is np.ndarray and x.dtype != y.dtype):
+        dtype = _result_dtype(x, y)
+        x, y = x.astype(dtype, copy=False), y.astype(dtype, copy=False)
+    return x, y
 
 
 class _Binary(Function):
@@ -41,8 +94,9 @@ class _Binary(Function):
     def forward(cls, ctx, a, b):
         if cls.saves:
             ctx.save_for_backward(*[v for v in (a, b) if v.__class__ is Tensor])
+        x, y = _operands(a, b)
         try:
-            return _wrap(cls.ufunc(_data(a), _data(b)))
+            return _wrap(cls.ufunc(x, y))
         except ValueError:
             raise ValueError("%s: shapes %s and %s cannot be broadcast together"
                              % (cls.ufunc.__name__, tuple(_shape(a)), tuple(_shape(b)))) from None
@@ -61,6 +115,13 @@ class Add(_Binary):
 class Sub(_Binary):
     ufunc, saves = np.subtract, False
 
+    @classmethod
+    def forward(cls, ctx, a, b):
+        if "b" in (np.asarray(_data(a)).dtype.kind, np.asarray(_data(b)).dtype.kind):
+            raise TypeError("sub: subtraction with a bool tensor is not supported (as in torch); "
+                            "to invert a mask use ~mask or logical_not")
+        return super().forward(ctx, a, b)
+
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.inputs
@@ -75,8 +136,8 @@ class Mul(_Binary):
     def backward(ctx, grad):
         ctx.saved_tensors  # raises if freed or modified in place
         a, b = ctx.inputs
-        return (_sum_to(grad * b, _shape(a)) if _needs(a) else None,
-                _sum_to(grad * a, _shape(b)) if _needs(b) else None)
+        return (_sum_to(grad * _conj(b), _shape(a)) if _needs(a) else None,
+                _sum_to(grad * _conj(a), _shape(b)) if _needs(b) else None)
 
 
 class Div(_Binary):
@@ -86,12 +147,25 @@ class Div(_Binary):
     def backward(ctx, grad):
         ctx.saved_tensors
         a, b = ctx.inputs
-        return (_sum_to(grad / b, _shape(a)) if _needs(a) else None,
-                _sum_to(-grad * a / (b * b), _shape(b)) if _needs(b) else None)
+        return (_sum_to(grad / _conj(b), _shape(a)) if _needs(a) else None,
+                _sum_to(-grad * _conj(a / (b * b)), _shape(b)) if _needs(b) else None)
 
 
 class Pow(_Binary):
+    """a ** b. As in torch, d/da is 0 where b == 0 (even at a == 0, where b * a**(b-1) is
+    nan), and d/db is 0 where a == 0 and b >= 0 (a**b * log(a) would be nan)."""
+
     ufunc = np.power
+
+    @classmethod
+    def forward(cls, ctx, a, b):
+        x, y = _operands(a, b)
+        if np.result_type(x, y).kind in "iu" and np.any(np.asarray(y) < 0):
+            raise ValueError(
+                "pow: integers to negative integer powers are not allowed (base %s of shape %s, "
+                "exponent of shape %s); use a float base: x * 1.0, or Tensor(data, dtype=np.float64)"
+                % (np.result_type(x), tuple(_shape(a)), tuple(_shape(b))))
+        return super().forward(ctx, a, b)
 
     @staticmethod
     def backward(ctx, grad):
@@ -99,10 +173,40 @@ class Pow(_Binary):
         a, b = ctx.inputs
         ga = gb = None
         if _needs(a):
-            ga = _sum_to(grad * b * a ** (b - 1), _shape(a))
+            if b.__class__ is Tensor:
+                ga = grad * _conj(Where.apply(_data(b) != 0, b * a ** (b - 1), 0))
+            else:
+                ga = grad * _conj(b * a ** (b - 1)) if b != 0 else grad * 0
+            ga = _sum_to(ga, _shape(a))
         if _needs(b):
-            gb = _sum_to(grad * a ** b * Log.apply(a), _shape(b))
+            zero_base = (_data(a) == 0) & (np.real(_data(b)) >= 0)
+            gb = _sum_to(grad * _conj(Where.apply(zero_base, 0, a ** b * Log.apply(a))), _shape(b))
         return ga, gb
+
+
+class Where(Function):
+    """where(cond, a, b) for a fixed boolean array `cond` (which has no gradient)."""
+
+    @staticmethod
+    def forward(ctx, cond, a, b):
+        x, y = _operands(a, b)
+        return _wrap(np.where(cond, x, y))
+
+    @staticmethod
+    def backward(ctx, grad):
+        cond, a, b = ctx.inputs
+        return (None, _sum_to(Where.apply(cond, grad, 0), _shape(a)) if _needs(a) else None,
+                _sum_to(Where.apply(cond, 0, grad), _shape(b)) if _needs(b) else None)
+
+
+class Conj(Function):
+    @staticmethod
+    def forward(ctx, a):
+        return _wrap(np.conj(a.data))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return Conj.apply(grad)
 
 
 class Neg(Function):
@@ -121,8 +225,12 @@ class MatMul(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
+        if a.ndim == 0 or b.ndim == 0:
+            raise ValueError("matmul: both operands need at least one dimension, got shapes %s "
+                             "and %s; multiply by a 0-d tensor with *" % (a.shape, b.shape))
+        x, y = _operands(a, b)
         try:
-            return _wrap(np.matmul(a.data, b.data))
+            return _wrap(np.matmul(x, y))
         except ValueError:
             raise ValueError("matmul: shapes %s and %s are not aligned"
                              % (tuple(a.shape), tuple(b.shape))) from None
@@ -142,10 +250,10 @@ class MatMul(Function):
             g = Reshape.apply(grad, grad.shape + (1,))
         ga = gb = None
         if a.requires_grad:
-            ga = _sum_to(MatMul.apply(g, Permute.apply(b2, _swap_last(b2.ndim))), a2.shape)
+            ga = _sum_to(MatMul.apply(g, _conj(Permute.apply(b2, _swap_last(b2.ndim)))), a2.shape)
             ga = Reshape.apply(ga, a.shape) if ga.shape != a.shape else ga
         if b.requires_grad:
-            gb = _sum_to(MatMul.apply(Permute.apply(a2, _swap_last(a2.ndim)), g), b2.shape)
+            gb = _sum_to(MatMul.apply(_conj(Permute.apply(a2, _swap_last(a2.ndim))), g), b2.shape)
             gb = Reshape.apply(gb, b.shape) if gb.shape != b.shape else gb
         return ga, gb
 
@@ -156,15 +264,23 @@ def _swap_last(ndim):
     return tuple(axes)
 
 
-def _axes(dim, ndim):
+def _axes(op, dim, shape):
+    """`dim` (an int, a tuple of ints or None) as a tuple of axes, or None for all. A 0-d
+    tensor takes dim 0 or -1, as in torch, and reducing it over that dim is reducing it all."""
     if dim is None:
         return None
-    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+    ndim = len(shape)
+    dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
     for d in dims:
-        if not -ndim <= d < max(ndim, 1):
-            raise IndexError("dimension %d is out of range for a tensor with %d dimensions"
-                             % (d, ndim))
-    return tuple(d % max(ndim, 1) for d in dims)
+        if not isinstance(d, (int, np.integer)) or isinstance(d, bool):
+            raise TypeError("%s: dim must be an int or a tuple of ints, got %r" % (op, dim))
+        if not -max(ndim, 1) <= d < max(ndim, 1):
+            raise IndexError("%s: dim %d is out of range for a tensor of shape %s (valid dims: "
+                             "%d to %d)" % (op, d, tuple(shape), -max(ndim, 1), max(ndim, 1) - 1))
+    axes = tuple(d % max(ndim, 1) for d in dims)
+    if len(set(axes)) != len(axes):
+        raise ValueError("%s: dim %r names a dimension twice" % (op, dim))
+    return axes if ndim else None
 
 
 def _keepdim_shape(shape, axes):
@@ -181,7 +297,7 @@ def _unreduce(ctx, grad):
 class Sum(Function):
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
-        axes = _axes(dim, a.ndim)
+        axes = _axes("sum", dim, a.shape)
         ctx.shape, ctx.axes, ctx.keepdim = a.shape, axes, keepdim
         return _wrap(np.asarray(a.data.sum(axis=axes, keepdims=keepdim)))
 
@@ -193,7 +309,10 @@ class Sum(Function):
 class Mean(Function):
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
-        axes = _axes(dim, a.ndim)
+        if a.dtype.kind not in "fc":
+            raise TypeError("mean: input dtype %s is not floating point or complex (as in torch); "
+                            "convert it first: (x * 1.0).mean()" % a.dtype)
+        axes = _axes("mean", dim, a.shape)
         ctx.shape, ctx.axes, ctx.keepdim = a.shape, axes, keepdim
         ctx.count = a.data.size if axes is None else int(np.prod([a.shape[i] for i in axes]))
         return _wrap(np.asarray(a.data.mean(axis=axes, keepdims=keepdim)))
@@ -204,17 +323,25 @@ class Mean(Function):
 
 
 class Max(Function):
-    """Over one dim, the gradient goes to the first maximal element (as torch.max(dim));
-    over all elements it is shared evenly between ties (as torch.max())."""
+    """Over one dim, the gradient goes to the element max picks: the first maximal one, or
+    the first NaN (as torch.max(dim)); over all elements it is shared evenly between ties,
+    or between the NaNs if there are any (as torch.max())."""
 
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
         if a.data.size == 0:
-            raise RuntimeError("max() of an empty tensor")
-        axes = _axes(dim, a.ndim)
+            raise RuntimeError("max: the tensor of shape %s is empty; max of no elements is "
+                               "undefined" % (tuple(a.shape),))
+        if a.dtype.kind == "c":
+            raise TypeError("max: complex tensors are not ordered (as in torch); take max of "
+                            "their abs or real part")
+        if isinstance(dim, (tuple, list)):
+            raise TypeError("max: dim must be one int, got %r (as in torch); reshape the dims "
+                            "into one first, or call max() over all elements" % (dim,))
+        axes = _axes("max", dim, a.shape)
         if axes is None:
             out = a.data.max()
-            mask = a.data == out
+            mask = np.isnan(a.data) if np.isnan(out) else a.data == out
             ctx.mask = mask / mask.sum()
             result = out.reshape((1,) * a.ndim) if keepdim else np.asarray(out)
         else:
@@ -247,6 +374,8 @@ class _OfOutput(Function):
 
 
 def _sigmoid(x):
+    if x.dtype.kind == "c":  # not ordered: the plain formula
+        return 1 / (1 + np.exp(-x))
     # exp of a non-positive number only: no overflow for large |x|.
     e = np.exp(-np.abs(x))
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
@@ -258,7 +387,7 @@ class Exp(_OfOutput):
     @staticmethod
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
-        return grad * y
+        return grad * _conj(y)
 
 
 class Tanh(_OfOutput):
@@ -267,7 +396,7 @@ class Tanh(_OfOutput):
     @staticmethod
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
-        return grad * (1 - y * y)
+        return grad * _conj(1 - y * y)
 
 
 class Sigmoid(_OfOutput):
@@ -276,7 +405,7 @@ class Sigmoid(_OfOutput):
     @staticmethod
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
-        return grad * y * (1 - y)
+        return grad * _conj(y * (1 - y))
 
 
 class Log(Function):
@@ -288,7 +417,7 @@ class Log(Function):
     @staticmethod
     def backward(ctx, grad):
         (a,) = ctx.saved_tensors
-        return grad / a
+        return grad / _conj(a)
 
 
 class ReLU(Function):
@@ -307,10 +436,12 @@ class Reshape(Function):
     def forward(ctx, a, shape):
         ctx.shape = a.shape
         try:
-            return _wrap(a.data.reshape(shape))
+            out = a.data.reshape(shape)
         except ValueError:
             raise ValueError("reshape: cannot reshape a tensor of shape %s (%d elements) into %s"
                              % (tuple(a.shape), a.data.size, tuple(shape))) from None
+        # A view shares the version counter: an in-place change through it is seen (as in torch).
+        return _wrap(out, a._version if np.may_share_memory(out, a.data) else None)
 
     @staticmethod
     def backward(ctx, grad):
@@ -321,7 +452,7 @@ class Permute(Function):
     @staticmethod
     def forward(ctx, a, axes):
         ctx.axes = axes
-        return _wrap(a.data.transpose(axes))
+        return _wrap(a.data.transpose(axes), a._version)
 
     @staticmethod
     def backward(ctx, grad):

@@ -12,8 +12,14 @@ from minigrad.grad_mode import _State
 class Tensor:
     """A NumPy array that records the operations applied to it.
 
-    Tensor(data, requires_grad=False): `data` is anything np.asarray takes; its
-    dtype is kept (Python floats become float64, as in NumPy).
+    Tensor(data, requires_grad=False): `data` is anything np.array takes, copied (as
+    torch.tensor copies; from_numpy shares); its dtype is kept (Python floats become
+    float64, minigrad's default float dtype).
+
+    `_version` is a one-element list shared by every Tensor that views the same
+    memory (detach(), reshape, permute): an in-place change through any of them
+    bumps it, so a gradient rule that saved one of them sees the change (torch's
+    version counter).
     """
 
     __slots__ = ("data", "grad", "grad_fn", "_requires_grad", "_version", "__weakref__")
@@ -23,25 +29,26 @@ class Tensor:
     def __init__(self, data, requires_grad=False, dtype=None):
         if isinstance(data, Tensor):
             data = data.data
-        self.data = np.array(data, dtype=dtype) if dtype is not None else np.asarray(data)
+        self.data = np.array(data, dtype=dtype)
         if self.data.dtype == object:
             raise TypeError("Tensor data must be numeric, got %r" % (data,))
         self.grad = None
         self.grad_fn = None
-        self._version = 0
+        self._version = [0]
         self._requires_grad = False
         if requires_grad:
             self.requires_grad = True
 
     @classmethod
-    def _wrap(cls, array):
-        """A Tensor around an ndarray that an operation just produced (no checks, no copy)."""
+    def _wrap(cls, array, version=None):
+        """A Tensor around an ndarray that an operation just produced (no checks, no copy);
+        `version`: the counter of the tensor whose memory `array` views."""
         t = cls.__new__(cls)
         t.data = array
         t.grad = None
         t.grad_fn = None
         t._requires_grad = False
-        t._version = 0
+        t._version = [0] if version is None else version
         return t
 
     # -- autograd state -------------------------------------------------------------------
@@ -65,7 +72,7 @@ class Tensor:
 
     def detach(self):
         """The same data, cut from the graph (shares memory, like torch)."""
-        return Tensor._wrap(self.data)
+        return Tensor._wrap(self.data, self._version)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False):
         """Accumulates d(self)/d(leaf) into the .grad of every leaf that requires grad.
@@ -236,7 +243,7 @@ class Tensor:
         if alpha != 1.0:
             other = other * alpha
         np.add(self.data, other, out=self.data, casting="same_kind")
-        self._version += 1
+        self._version[0] += 1
         return self
 
     def sub_(self, other, alpha=1.0):
@@ -245,19 +252,26 @@ class Tensor:
     def mul_(self, other):
         self._check_inplace()
         self.data *= _data(other)
-        self._version += 1
+        self._version[0] += 1
         return self
 
     def zero_(self):
         self._check_inplace()
         self.data[...] = 0
-        self._version += 1
+        self._version[0] += 1
         return self
 
     def __setitem__(self, index, value):
         self._check_inplace()
         self.data[_index(index)] = _data(value)
-        self._version += 1
+        self._version[0] += 1
+
+
+def from_numpy(array):
+    """A Tensor that shares `array`'s memory (torch.from_numpy): changes show on both sides."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError("from_numpy expects an np.ndarray, got %s" % type(array).__name__)
+    return Tensor._wrap(array)
 
 
 def _data(value):
@@ -265,7 +279,7 @@ def _data(value):
 
 
 def _tensor(value):
-    return value if isinstance(value, Tensor) else Tensor(value)
+    return value if isinstance(value, Tensor) else Tensor._wrap(np.asarray(value))
 
 
 def _index(index):
