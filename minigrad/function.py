@@ -47,6 +47,8 @@ class Function:
 
     @classmethod
     def apply(cls, *args):
+        if _State.transforms:  # inside minigrad.func's jvp or vmap: the level handles it
+            return _State.transforms[-1].process(cls, args)
         if not _State.enabled:
             # Nothing will be recorded (no_grad, or a backward pass without create_graph):
             # forward gets a context that records nothing, and no bookkeeping. This is most

@@ -54,14 +54,14 @@ def _needs(value):
     return isinstance(value, Tensor) and value.requires_grad
 
 
-def _dim(op, x, dim):
+def _dim(op, shape, dim):
     """dim as an axis; a 0-d tensor takes dim 0 or -1 (as in torch)."""
     if isinstance(dim, (tuple, list)) or isinstance(dim, bool):
         raise TypeError("%s: dim must be one int, got %r" % (op, dim))
-    top = max(x.ndim, 1)
+    top = max(len(shape), 1)
     if not -top <= dim < top:
         raise IndexError("%s: dim %d is out of range for a tensor of shape %s (valid dims: %d to "
-                         "%d)" % (op, dim, tuple(x.shape), -top, top - 1))
+                         "%d)" % (op, dim, tuple(shape), -top, top - 1))
     return dim % top
 
 
@@ -77,7 +77,7 @@ class _RowwiseSoftmax(Function):
 
     @classmethod
     def forward(cls, ctx, x, dim):
-        ctx.dim = dim = _dim(cls.op, x, dim)
+        ctx.dim = dim = _dim(cls.op, x.shape, dim)
         data = _floating(x)
         # A 0-d tensor is a row of one.
         out = Tensor._wrap(cls.fn(data.reshape(1), 0).reshape(()) if data.ndim == 0
@@ -117,27 +117,33 @@ def log_softmax(x, dim=-1):
     return LogSoftmax.apply(x, dim)
 
 
+def check_target(shape, target):
+    """Raises unless `target` holds one class index in [0, classes) per row of logits `shape`."""
+    if len(shape) != 2:
+        raise ValueError("cross_entropy: logits must be (batch, classes), got shape %s"
+                         % (tuple(shape),))
+    if target.dtype.kind not in "iu":
+        raise TypeError("cross_entropy: target must hold integer class indices, got dtype %s"
+                        % target.dtype)
+    if target.shape != (shape[0],):
+        raise ValueError("cross_entropy: target shape %s does not match %d logits rows"
+                         % (tuple(target.shape), shape[0]))
+    # One reduction checks both bounds: as unsigned, negative values are huge.
+    unsigned = target.view(_UNSIGNED[target.dtype.itemsize])
+    if shape[0] and unsigned.max() >= shape[1]:
+        raise IndexError("cross_entropy: target values must be in [0, %d), got %d..%d"
+                         % (shape[1], target.min(), target.max()))
+
+
 class CrossEntropy(Function):
     """Mean negative log-likelihood of integer class targets under softmax(logits)."""
 
     @staticmethod
     def forward(ctx, logits, target):
         x = _floating(logits)
-        if x.ndim != 2:
-            raise ValueError("cross_entropy: logits must be (batch, classes), got shape %s"
-                             % (tuple(x.shape),))
-        if target.dtype.kind not in "iu":
-            raise TypeError("cross_entropy: target must hold integer class indices, got dtype %s"
-                            % target.dtype)
-        if target.shape != (x.shape[0],):
-            raise ValueError("cross_entropy: target shape %s does not match %d logits rows"
-                             % (tuple(target.shape), x.shape[0]))
+        target = target.data if isinstance(target, Tensor) else target
+        check_target(x.shape, target)
         n = x.shape[0]
-        # One reduction checks both bounds: as unsigned, negative values are huge.
-        unsigned = target.view(_UNSIGNED[target.dtype.itemsize])
-        if n and unsigned.max() >= x.shape[1]:
-            raise IndexError("cross_entropy: target values must be in [0, %d), got %d..%d"
-                             % (x.shape[1], target.min(), target.max()))
         # Only the target entries of log_softmax are needed: log(sum exp) - shifted[target].
         shifted = x - x.max(axis=1, keepdims=True)
         e = np.exp(shifted)
@@ -183,8 +189,8 @@ class CrossEntropyGrad(Function):
 
 def cross_entropy(logits, target):
     """Mean cross-entropy of `logits` (batch, classes) against integer `target` (batch,)."""
-    target = target.data if isinstance(target, Tensor) else np.asarray(target)
-    return CrossEntropy.apply(logits, target)
+    # A Tensor target is passed on as it is, so that vmap sees whether it is batched.
+    return CrossEntropy.apply(logits, target if isinstance(target, Tensor) else np.asarray(target))
 
 
 class Linear(Function):

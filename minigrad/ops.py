@@ -1,5 +1,8 @@
 """Every differentiable operation: a forward on arrays and a gradient rule on Tensors.
 
+(Over 350 lines: it is the whole op table, one short class per operation, kept in one
+file so that the rules can be read side by side, as tinygrad keeps its table.)
+
 Gradient rules are written with Tensor operations, so under create_graph they
 are recorded themselves and gradients of any order come for free. Binary
 operations take a Tensor or a plain number on either side (a number keeps the
@@ -13,6 +16,7 @@ grad * conj(df/dx)).
 
 import numpy as np
 
+from minigrad.dtypes import _operands
 from minigrad.function import Function
 from minigrad.tensor import Tensor
 
@@ -40,48 +44,6 @@ def _conj(value):
     if value.__class__ is Tensor:
         return Conj.apply(value) if value.data.dtype.kind == "c" else value
     return np.conj(value) if isinstance(value, complex) else value
-
-
-# torch's dtype categories: a higher category wins regardless of size.
-_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
-
-
-def _promote_types(da, db):
-    """Two dtypes of equal rank: the higher category's dtype wins (int64 + float32 is float32),
-    within a category the wider one (float32 + float64 is float64)."""
-    ca, cb = _CATEGORY[da.kind], _CATEGORY[db.kind]
-    if ca == cb or min(ca, cb) >= 2:
-        return np.result_type(da, db)
-    return da if ca > cb else db
-
-
-def _result_dtype(a, b):
-    """torch's type promotion (combine_categories) for two arrays of different dtypes: a
-    tensor with dimensions outranks a 0-d one, whose dtype counts only where its category is
-    higher (float32 [n] + float64 0-d is float32, int32 [n] + float64 0-d is float64, float32
-    [n] + complex128 0-d is complex64). Python numbers already promote as in torch under
-    NumPy 2's rules, float64 being minigrad's default float."""
-    if (a.ndim > 0) == (b.ndim > 0):
-        return _promote_types(a.dtype, b.dtype)
-    high, low = (a.dtype, b.dtype) if a.ndim > 0 else (b.dtype, a.dtype)
-    if high.kind == "c":
-        return high
-    if low.kind == "c":
-        return np.result_type(high, np.complex64) if high.kind == "f" else low
-    if high.kind == "f":
-        return high
-    if high.kind == "b" or low.kind == "f":
-        return _promote_types(high, low)
-    return high
-
-
-def _operands(a, b):
-    """The two operands' arrays, cast to their common dtype when both are arrays."""
-    x, y = _data(a), _data(b)
-    if (x.__class__ is np.ndarray and y.__class__ is np.ndarray and x.dtype != y.dtype):
-        dtype = _result_dtype(x, y)
-        x, y = x.astype(dtype, copy=False), y.astype(dtype, copy=False)
-    return x, y
 
 
 class _Binary(Function):
@@ -171,17 +133,21 @@ class Pow(_Binary):
     def backward(ctx, grad):
         ctx.saved_tensors
         a, b = ctx.inputs
-        ga = gb = None
-        if _needs(a):
-            if b.__class__ is Tensor:
-                ga = grad * _conj(Where.apply(_data(b) != 0, b * a ** (b - 1), 0))
-            else:
-                ga = grad * _conj(b * a ** (b - 1)) if b != 0 else grad * 0
-            ga = _sum_to(ga, _shape(a))
-        if _needs(b):
-            zero_base = (_data(a) == 0) & (np.real(_data(b)) >= 0)
-            gb = _sum_to(grad * _conj(Where.apply(zero_base, 0, a ** b * Log.apply(a))), _shape(b))
-        return ga, gb
+        return (_sum_to(grad * _conj(pow_da(a, b)), _shape(a)) if _needs(a) else None,
+                _sum_to(grad * _conj(pow_db(a, b)), _shape(b)) if _needs(b) else None)
+
+
+def pow_da(a, b):
+    """d(a**b)/da: b * a**(b-1), and 0 where b == 0 (even at a == 0)."""
+    if b.__class__ is not Tensor:
+        return b * a ** (b - 1) if b != 0 else a * 0
+    return Where.apply(b.data != 0, b * a ** (b - 1), 0)
+
+
+def pow_db(a, b):
+    """d(a**b)/db: a**b * log(a), and 0 where a == 0 and b >= 0."""
+    log = Log.apply(a) if a.__class__ is Tensor else np.log(a)
+    return Where.apply((_data(a) == 0) & (np.real(_data(b)) >= 0), 0, a ** b * log)
 
 
 class Where(Function):
@@ -190,7 +156,7 @@ class Where(Function):
     @staticmethod
     def forward(ctx, cond, a, b):
         x, y = _operands(a, b)
-        return _wrap(np.where(cond, x, y))
+        return _wrap(np.where(_data(cond), x, y))
 
     @staticmethod
     def backward(ctx, grad):
@@ -207,6 +173,18 @@ class Conj(Function):
     @staticmethod
     def backward(ctx, grad):
         return Conj.apply(grad)
+
+
+class Alias(Function):
+    """The same tensor as a new node (a fresh input for a minigrad.func transform)."""
+
+    @staticmethod
+    def forward(ctx, a):
+        return _wrap(a.data, a._version)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
 
 
 class Neg(Function):
@@ -230,7 +208,7 @@ class MatMul(Function):
                              "and %s; multiply by a 0-d tensor with *" % (a.shape, b.shape))
         x, y = _operands(a, b)
         try:
-            return _wrap(np.matmul(x, y))
+            return _wrap(_matmul(x, y))
         except ValueError:
             raise ValueError("matmul: shapes %s and %s are not aligned"
                              % (tuple(a.shape), tuple(b.shape))) from None
@@ -256,6 +234,18 @@ class MatMul(Function):
             gb = _sum_to(MatMul.apply(_conj(Permute.apply(a2, _swap_last(a2.ndim))), g), b2.shape)
             gb = Reshape.apply(gb, b.shape) if gb.shape != b.shape else gb
         return ga, gb
+
+
+def _matmul(x, y):
+    """np.matmul, with two shapes that vmap's per-example gradients produce done faster:
+    a stack over one matrix repeated with stride 0 (an unbatched weight) is one 2-D product,
+    and an inner dimension of 1 (outer products) is a broadcast multiply."""
+    if x.ndim >= 2 and y.ndim >= 2 and x.shape[-1] == 1 and y.shape[-2] == 1:
+        return np.multiply(x, y)
+    if x.ndim == 3 and y.ndim == 3 and y.strides[0] == 0 and x.shape[0] == y.shape[0]:
+        return (np.ascontiguousarray(x).reshape(-1, x.shape[2]) @ y[0]).reshape(
+            x.shape[:2] + y.shape[2:])
+    return np.matmul(x, y)
 
 
 def _swap_last(ndim):
@@ -287,6 +277,10 @@ def _keepdim_shape(shape, axes):
     if axes is None:
         return (1,) * len(shape)
     return tuple(1 if i in axes else n for i, n in enumerate(shape))
+
+
+def _reduced_shape(shape, axes):
+    return () if axes is None else tuple(n for i, n in enumerate(shape) if i not in axes)
 
 
 def _unreduce(ctx, grad):
@@ -322,10 +316,24 @@ class Mean(Function):
         return Expand.apply(_unreduce(ctx, grad) / ctx.count, ctx.shape)
 
 
+def _max_mask(x, dim):
+    """max of array x over one int dim (keepdims) and the mask that routes its gradient: to
+    the element argmax picks, the first maximal one or the first NaN (as torch.max(dim)); or,
+    with dim a tuple of axes or None, shared evenly between ties, or between the NaNs if there
+    are any (as torch.max())."""
+    if isinstance(dim, (int, np.integer)):
+        index = np.expand_dims(x.argmax(axis=dim), dim)
+        mask = np.zeros(x.shape, dtype=x.dtype)
+        np.put_along_axis(mask, index, 1, axis=dim)
+        return np.take_along_axis(x, index, axis=dim), mask
+    out = x.max(axis=dim, keepdims=True)
+    nan = np.isnan(out)
+    mask = np.where(nan, np.isnan(x), x == out) if nan.any() else x == out
+    return out, mask / mask.sum(axis=dim, keepdims=True)
+
+
 class Max(Function):
-    """Over one dim, the gradient goes to the element max picks: the first maximal one, or
-    the first NaN (as torch.max(dim)); over all elements it is shared evenly between ties,
-    or between the NaNs if there are any (as torch.max())."""
+    """max over one int dim, or over a tuple of dims / all (None); see _max_mask."""
 
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
@@ -335,25 +343,11 @@ class Max(Function):
         if a.dtype.kind == "c":
             raise TypeError("max: complex tensors are not ordered (as in torch); take max of "
                             "their abs or real part")
-        if isinstance(dim, (tuple, list)):
-            raise TypeError("max: dim must be one int, got %r (as in torch); reshape the dims "
-                            "into one first, or call max() over all elements" % (dim,))
         axes = _axes("max", dim, a.shape)
-        if axes is None:
-            out = a.data.max()
-            mask = np.isnan(a.data) if np.isnan(out) else a.data == out
-            ctx.mask = mask / mask.sum()
-            result = out.reshape((1,) * a.ndim) if keepdim else np.asarray(out)
-        else:
-            (axis,) = axes
-            index = np.expand_dims(a.data.argmax(axis=axis), axis)
-            mask = np.zeros(a.shape, dtype=a.dtype)
-            np.put_along_axis(mask, index, 1, axis=axis)
-            ctx.mask = mask
-            out = np.take_along_axis(a.data, index, axis=axis)
-            result = out if keepdim else out.squeeze(axis)
+        out, ctx.mask = _max_mask(a.data, axes[0] if isinstance(dim, (int, np.integer)) and axes
+                                  else axes)
         ctx.shape, ctx.axes, ctx.keepdim = a.shape, axes, keepdim
-        return _wrap(result)
+        return _wrap(out if keepdim else out.reshape(_reduced_shape(a.shape, axes)))
 
     @staticmethod
     def backward(ctx, grad):

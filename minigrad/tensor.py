@@ -22,7 +22,8 @@ class Tensor:
     version counter).
     """
 
-    __slots__ = ("data", "grad", "grad_fn", "_requires_grad", "_version", "__weakref__")
+    # _batch: the vmap level whose batch dimension (dim 0 of data) this tensor carries.
+    __slots__ = ("data", "grad", "grad_fn", "_requires_grad", "_version", "_batch", "__weakref__")
     # NumPy defers to Tensor's reflected operators (ndarray + Tensor -> Tensor.__radd__).
     __array_ufunc__ = None
 
@@ -34,6 +35,7 @@ class Tensor:
             raise TypeError("Tensor data must be numeric, got %r" % (data,))
         self.grad = None
         self.grad_fn = None
+        self._batch = None
         self._version = [0]
         self._requires_grad = False
         if requires_grad:
@@ -48,6 +50,7 @@ class Tensor:
         t.grad = None
         t.grad_fn = None
         t._requires_grad = False
+        t._batch = None
         t._version = [0] if version is None else version
         return t
 
@@ -86,6 +89,9 @@ class Tensor:
 
     @property
     def shape(self):
+        """The shape; inside vmap, one example's (the batch dim is hidden, as in torch)."""
+        if self._batch is not None and self._batch in _State.transforms:
+            return self.data.shape[1:]
         return self.data.shape
 
     @property
@@ -94,13 +100,15 @@ class Tensor:
 
     @property
     def ndim(self):
-        return self.data.ndim
+        return len(self.shape)
 
     def numel(self):
-        return self.data.size
+        return int(np.prod(self.shape))
 
     def __len__(self):
-        return len(self.data)
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
 
     def numpy(self):
         if self._requires_grad:
@@ -195,6 +203,10 @@ class Tensor:
         return _ops.Mean.apply(self, dim, keepdim)
 
     def max(self, dim=None, keepdim=False):
+        """max over all elements (ties share the gradient) or over one dim (as torch.max)."""
+        if isinstance(dim, (tuple, list)):
+            raise TypeError("max: dim must be one int, got %r (as in torch); reshape the dims "
+                            "into one first, or call max() over all elements" % (dim,))
         return _ops.Max.apply(self, dim, keepdim)
 
     def exp(self):
@@ -219,13 +231,13 @@ class Tensor:
 
     def transpose(self, dim0=-2, dim1=-1):
         """Swaps two dimensions (the last two by default)."""
-        axes = list(range(self.data.ndim))
+        axes = list(range(self.ndim))
         axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
         return _ops.Permute.apply(self, tuple(axes))
 
     @property
     def T(self):
-        return _ops.Permute.apply(self, tuple(range(self.data.ndim - 1, -1, -1)))
+        return _ops.Permute.apply(self, tuple(range(self.ndim - 1, -1, -1)))
 
     # -- in-place updates (for optimizers; versioned, so stale saved values are caught) -----
 
