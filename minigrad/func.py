@@ -43,13 +43,10 @@ def _fresh_input(value, level):
         else:
             t = Tensor._wrap(np.broadcast_to(t.data, shape))
         t._batch = level
-    if t.requires_grad:
-        return ops.Alias.apply(t)
-    x = Tensor._wrap(t.data, t._version)
-    x._requires_grad, x._batch = True, t._batch
-    for outer in _State.transforms:  # forward levels outside keep their tangent for it
-        if not outer.batched and outer.tangent(t) is not None:
-            outer.tangents[id(x)] = (x, outer.tangent(t))
+    # An operation, so that the levels outside (tangents, batch, trace) see x as t.
+    x = ops.Alias.apply(t)
+    if not t.requires_grad:
+        x.requires_grad = True  # a leaf of its own
     return x
 
 

@@ -21,6 +21,10 @@ except ImportError:
     _kernel = None
 
 
+def _data(value):
+    return value.data if isinstance(value, Tensor) else value
+
+
 def relu(x):
     return ops.ReLU.apply(x)
 
@@ -158,7 +162,8 @@ class CrossEntropy(Function):
     @staticmethod
     def backward(ctx, grad):
         (logits,) = ctx.saved_tensors
-        return CrossEntropyGrad.apply(logits, ctx.target, grad, ctx.softmax_parts), None
+        # The target as it came (a Tensor stays one: a trace sees it as an input).
+        return CrossEntropyGrad.apply(logits, ctx.inputs[1], grad, ctx.softmax_parts), None
 
 
 class CrossEntropyGrad(Function):
@@ -171,7 +176,7 @@ class CrossEntropyGrad(Function):
         e, total = softmax_parts if softmax_parts is not None else _softmax_parts(logits.data)
         n = e.shape[0]
         out = e / total
-        out[np.arange(n), target] -= 1
+        out[np.arange(n), _data(target)] -= 1
         out *= grad.data / n
         return Tensor._wrap(out)
 
@@ -180,7 +185,7 @@ class CrossEntropyGrad(Function):
         logits, target, grad, _ = ctx.inputs
         n = logits.shape[0]
         onehot = np.zeros(logits.shape, dtype=logits.dtype)
-        onehot[np.arange(n), target] = 1
+        onehot[np.arange(n), _data(target)] = 1
         probs = Softmax.apply(logits, 1)
         g_logits = Softmax.backward_of(probs, g * (grad / n), 1) if _needs(logits) else None
         g_grad = ((probs - onehot) * g).sum() / n if _needs(grad) else None

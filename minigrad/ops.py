@@ -18,6 +18,7 @@ import numpy as np
 
 from minigrad.dtypes import _operands
 from minigrad.function import Function
+from minigrad.grad_mode import _State
 from minigrad.tensor import Tensor
 
 _wrap = Tensor._wrap
@@ -141,13 +142,35 @@ def pow_da(a, b):
     """d(a**b)/da: b * a**(b-1), and 0 where b == 0 (even at a == 0)."""
     if b.__class__ is not Tensor:
         return b * a ** (b - 1) if b != 0 else a * 0
-    return Where.apply(b.data != 0, b * a ** (b - 1), 0)
+    return Where.apply(Compare.apply(np.not_equal, b, 0), b * a ** (b - 1), 0)
 
 
 def pow_db(a, b):
     """d(a**b)/db: a**b * log(a), and 0 where a == 0 and b >= 0."""
     log = Log.apply(a) if a.__class__ is Tensor else np.log(a)
-    return Where.apply((_data(a) == 0) & (np.real(_data(b)) >= 0), 0, a ** b * log)
+    zero_base = Compare.apply(np.logical_and, Compare.apply(np.equal, a, 0),
+                              Compare.apply(real_greater_equal, b, 0))
+    return Where.apply(zero_base, 0, a ** b * log)
+
+
+def real_greater_equal(x, y):
+    return np.greater_equal(np.real(x), y)
+
+
+class Compare(Function):
+    """ufunc(a, b) for a comparison or logical ufunc: a boolean tensor without gradient. Gradient
+    rules build their masks with it (not from saved arrays), so that a trace (minigrad.hlo) or a
+    batch (vmap) sees how a mask depends on the data."""
+
+    @classmethod
+    def apply(cls, ufunc, a, b):
+        if _State.transforms:
+            return _State.transforms[-1].process(cls, (ufunc, a, b))
+        return _wrap(ufunc(_data(a), _data(b)))
+
+    @staticmethod
+    def forward(ctx, ufunc, a, b):
+        return _wrap(ufunc(_data(a), _data(b)))
 
 
 class Where(Function):
@@ -351,6 +374,9 @@ class Max(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        if any(getattr(level, "traces", False) for level in _State.transforms):
+            raise NotImplementedError("hlo: the gradient of max is not exported: where it goes "
+                                      "depends on the data (export max's forward only)")
         return _unreduce(ctx, grad) * ctx.mask
 
 
@@ -414,15 +440,13 @@ class Log(Function):
         return grad / _conj(a)
 
 
-class ReLU(Function):
-    @staticmethod
-    def forward(ctx, a):
-        ctx.mask = a.data > 0
-        return _wrap(np.maximum(a.data, 0))
+class ReLU(_OfOutput):
+    fn = staticmethod(lambda x: np.maximum(x, 0))
 
     @staticmethod
     def backward(ctx, grad):
-        return grad * ctx.mask
+        (y,) = ctx.saved_tensors  # the output, as torch saves it: y > 0 where x > 0
+        return grad * Compare.apply(np.greater, y, 0)
 
 
 class Reshape(Function):

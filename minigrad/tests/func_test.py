@@ -265,3 +265,14 @@ def test_vmap_of_grad_and_of_jvp_on_broadcasting_expressions_match_torch_func(pa
     out_t, tan_t = tf.vmap(lambda x, y: tf.jvp(lambda u, v: _expr(TorchLib, u, v), (x, y),
                                                (x * 0.5, y - 1)))(torch.tensor(a), torch.tensor(b))
     _close([out, tan], [out_t, tan_t])
+
+
+def test_hessian_of_a_squared_cross_entropy_matches_torch_func():
+    """Forward over reverse through cross_entropy's gradient node, with a tangent on the
+    incoming gradient too (it depends on the input)."""
+    logits = np.random.default_rng(5).normal(size=(3, 4))
+    target = np.array([1, 0, 3])
+    mine = func.hessian(lambda z: F.cross_entropy(z, target) ** 2)(minigrad.Tensor(logits))
+    theirs = tf.hessian(lambda z: torch.nn.functional.cross_entropy(z, torch.tensor(target)) ** 2)(
+        torch.tensor(logits))
+    _close(mine, theirs)

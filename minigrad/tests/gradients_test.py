@@ -91,3 +91,24 @@ def test_third_derivative_of_a_scalar_function():
     assert d1.item() == pytest.approx(1 - t**2)
     assert d2.item() == pytest.approx(-2 * t * (1 - t**2))
     assert d3.item() == pytest.approx(-2 * (1 - t**2) ** 2 + 4 * t**2 * (1 - t**2))
+
+
+# A loss whose upstream gradient depends on the inputs: cross_entropy's double-backward rule
+# for that gradient (CrossEntropyGrad's d/dgrad) counts here, and a sign error in it shows.
+@pytest.mark.parametrize("outer", ["square", "exp"])
+def test_cross_entropy_double_backward_through_its_incoming_gradient_matches_torch(outer):
+    def fn(L, x, w):
+        ce = L.cross_entropy(x @ w, np.array([0, 2, 1]))
+        return ce * ce if outer == "square" else (ce * 0.5).exp()
+    arrays = [arr(3, 4), arr(4, 3)]
+    mine = _double_backward(MinigradLib, fn, arrays)
+    theirs = _double_backward(TorchLib, fn, arrays)
+    for m, t in zip(mine, theirs):
+        np.testing.assert_allclose(m, t, rtol=1e-10, atol=1e-12)
+
+
+def test_log_softmax_backward_matches_torch_where_it_is_not_constant():
+    """sum(log_softmax(x)) has gradient 1 - n * softmax(x): a wrong rule cannot hide in it."""
+    a = arr(4, 6)
+    assert_matches_torch(lambda L, x: L.log_softmax(x, dim=-1).sum(), [a], rtol=1e-12)
+    assert_matches_torch(lambda L, x: (L.log_softmax(x, dim=0) * x).sum(), [a], rtol=1e-12)
