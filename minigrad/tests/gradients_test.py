@@ -112,3 +112,14 @@ def test_log_softmax_backward_matches_torch_where_it_is_not_constant():
     a = arr(4, 6)
     assert_matches_torch(lambda L, x: L.log_softmax(x, dim=-1).sum(), [a], rtol=1e-12)
     assert_matches_torch(lambda L, x: (L.log_softmax(x, dim=0) * x).sum(), [a], rtol=1e-12)
+
+
+def test_where_gradients_reach_both_branches_like_torch_where():
+    cond = arr(3, 4) > 0
+    mine = [minigrad.Tensor(a, requires_grad=True) for a in (arr(3, 4), arr(4))]
+    theirs = [torch.tensor(t.data, requires_grad=True) for t in mine]
+    r = arr(3, 4)
+    (minigrad.ops.Where.apply(cond, *mine) * minigrad.Tensor(r)).sum().backward()
+    (torch.where(torch.from_numpy(cond), *theirs) * torch.from_numpy(r)).sum().backward()
+    for m, t in zip(mine, theirs):
+        np.testing.assert_allclose(m.grad.data, t.grad.numpy(), rtol=1e-12)

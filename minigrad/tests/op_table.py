@@ -25,6 +25,8 @@ CASES = {
     "matmul_2d": (lambda L, a, b: a @ b, [arr(3, 4), arr(4, 5)]),
     "matmul_batched_broadcast": (lambda L, a, b: a @ b, [arr(2, 3, 4), arr(4, 2)]),
     "matmul_vector": (lambda L, a, b: a @ b, [arr(4), arr(2, 4, 3)]),
+    "matmul_matrix_vector": (lambda L, a, b: a @ b, [arr(3, 4), arr(4)]),
+    "matmul_vector_4d": (lambda L, a, b: a @ b, [arr(4), arr(2, 2, 4, 3)]),
     "sum_dim": (lambda L, a: a.sum(dim=1), [arr(3, 4, 2)]),
     "sum_keepdim_all": (lambda L, a: a.sum() + a.sum(dim=0, keepdim=True), [arr(3, 4)]),
     "mean": (lambda L, a: a.mean(dim=-1) * a.mean(), [arr(3, 4)]),
@@ -44,6 +46,8 @@ CASES = {
     "log_softmax": (lambda L, a: L.log_softmax(a, dim=-1), [arr(3, 5)]),
     "cross_entropy": (lambda L, a: L.cross_entropy(a, np.array([1, 0, 4])), [arr(3, 5)]),
     "linear": (lambda L, x, w, b: L.linear(x, w, b), [arr(3, 4), arr(5, 4), arr(5)]),
+    "linear_3d_input": (lambda L, x, w, b: L.linear(x, w, b), [arr(2, 3, 4), arr(5, 4), arr(5)]),
+    "linear_1d_input": (lambda L, x, w, b: L.linear(x, w, b), [arr(4), arr(5, 4), arr(5)]),
     # A shared subexpression: d reaches the output along two paths.
     "diamond": (lambda L, a, b: (lambda d: d.exp() * d + d.tanh())(a * b + a), [arr(3, 4), arr(3, 4)]),
 }
