@@ -91,6 +91,11 @@ def vjp(f, *primals, has_aux=False):
             for x in xs:
                 g = grads[k] if grads[k] is not None else Tensor._wrap(np.zeros_like(x.data))
                 g._batch = x._batch
+                if level is not None:  # tangents computed with the batch in dim 0 carry it too
+                    for outer in _State.transforms:
+                        t = None if outer.batched else outer.tangent(g)
+                        if t is not None and t.data.shape == g.data.shape:
+                            t._batch = level
                 gs.append(g)
                 k += 1
             result.append(unflatten(spec, gs))
@@ -145,12 +150,17 @@ def jvp(f, primals, tangents, has_aux=False):
     t_leaves, _ = flatten(tangents)
     if len(p_leaves) != len(t_leaves):
         raise ValueError("jvp: %d primals and %d tangents" % (len(p_leaves), len(t_leaves)))
-    level = ForwardLevel()
+    level, batch = ForwardLevel(), innermost_batch()
     inputs = []
     for p, t in zip(p_leaves, t_leaves):
         x, t = ops.Alias.apply(as_tensor(p)), as_tensor(t)
         if t.shape != x.shape:
             raise ValueError("jvp: tangent of shape %s for a primal of shape %s" % (t.shape, x.shape))
+        if batch is not None and x._batch is batch and t._batch is not batch:
+            # Under vmap, a shared tangent of a batched primal gets the batch dim too (a stride-0
+            # view), so that a backward pass run on the whole batch can carry it.
+            t = Tensor._wrap(np.broadcast_to(t.data, x.data.shape))
+            t._batch = batch
         level.tangents[id(x)] = (x, t)
         inputs.append(x)
     with level:
@@ -162,7 +172,10 @@ def jvp(f, primals, tangents, has_aux=False):
     outs = []
     for o in out_leaves:
         t = level.tangent(o)
-        outs.append(t if t is not None else Tensor._wrap(np.zeros_like(o.data)))
+        if t is None:  # no dependence on the primals: a zero tangent, batched as o is
+            t = Tensor._wrap(np.zeros_like(o.data))
+            t._batch = o._batch
+        outs.append(t)
     result = (out, unflatten(out_spec, outs))
     return result + (aux,) if has_aux else result
 
@@ -186,14 +199,15 @@ def jacrev(f, argnums=0):
         nums, call_with = _select(args, argnums)
         out, fn = vjp(call_with(f), *[as_tensor(args[i]) for i in nums])
         rows = []
-        for k in range(out.data.size):
-            basis = np.zeros(out.data.size, out.dtype)
+        size = int(np.prod(out.shape))  # inside vmap: one example's
+        for k in range(size):
+            basis = np.zeros(size, out.dtype)
             basis[k] = 1
             rows.append(fn(Tensor._wrap(basis.reshape(out.shape))))
         jacs = []
         for j, i in enumerate(nums):
             shape = as_tensor(args[i]).shape
-            jacs.append(ops.Reshape.apply(_stack([r[j] for r in rows], (out.data.size,) + shape),
+            jacs.append(ops.Reshape.apply(_stack([r[j] for r in rows], (size,) + shape),
                                           out.shape + shape))
         return jacs[0] if isinstance(argnums, int) else tuple(jacs)
     return wrapped
@@ -207,12 +221,13 @@ def jacfwd(f, argnums=0):
         jacs = []
         for j, x in enumerate(primals):
             cols = []
-            for e in range(x.data.size):
+            size = int(np.prod(x.shape))  # inside vmap: one example's
+            for e in range(size):
                 basis = [Tensor._wrap(np.zeros(p.shape, p.dtype)) for p in primals]
                 basis[j].data.reshape(-1)[e] = 1
                 out, col = jvp(call_with(f), primals, tuple(basis))
                 cols.append(col)
-            jac = _stack(cols, out.shape + (x.data.size,), last=True)
+            jac = _stack(cols, out.shape + (size,), last=True)
             jacs.append(ops.Reshape.apply(jac, out.shape + x.shape))
         return jacs[0] if isinstance(argnums, int) else tuple(jacs)
     return wrapped

@@ -56,18 +56,20 @@ class Level:
 
 
 class Suspend:
-    """Runs a block with `level` (the innermost) taken off the stack."""
+    """Runs a block with `level` taken off the stack (and put back where it was)."""
 
     def __init__(self, level):
         self.level = level
 
     def __enter__(self):
         if self.level is not None:
-            assert _State.transforms.pop() is self.level
+            stack = _State.transforms
+            self.at = next(i for i in range(len(stack) - 1, -1, -1) if stack[i] is self.level)
+            del stack[self.at]
 
     def __exit__(self, *exc):
         if self.level is not None:
-            _State.transforms.append(self.level)
+            _State.transforms.insert(self.at, self.level)
 
 
 class ForwardLevel(Level):
@@ -111,5 +113,8 @@ class BatchLevel(Level):
 
 
 def innermost_batch():
-    top = _State.transforms[-1] if _State.transforms else None
-    return top if top is not None and top.batched else None
+    """The vmap level on the stack, if any (there is at most one)."""
+    for level in _State.transforms:
+        if level.batched:
+            return level
+    return None
