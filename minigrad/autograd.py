@@ -46,6 +46,9 @@ def _initial_grads(outputs, grad_outputs):
             if out.data.size != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs; pass a "
                                    "gradient of shape %s" % (tuple(out.shape),))
+            if out.data.dtype.kind == "c":
+                raise RuntimeError("grad can be implicitly created only for real scalar outputs "
+                                   "(as in torch); pass a gradient, or take .real of a loss")
             g = Tensor._wrap(np.ones_like(out.data))
         elif not isinstance(g, Tensor):
             g = Tensor(g)
@@ -59,6 +62,9 @@ def _initial_grads(outputs, grad_outputs):
 def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None):
     """Propagates; accumulates into leaves' .grad, or, with `capture` (tensors), returns
     {id(tensor): gradient} for those tensors and touches no .grad."""
+    if any(level.batched for level in _State.transforms):
+        raise RuntimeError("backward() and minigrad.grad inside vmap are not supported (as in "
+                           "torch); use minigrad.func.grad or vjp inside vmap")
     grads = _initial_grads(outputs, grad_outputs)
     pending = {}   # node -> gradient of its output so far
     leaf_grads = {}  # id(leaf) -> gradient, when capturing

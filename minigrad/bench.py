@@ -1,17 +1,22 @@
-"""Times one training step of the digits MLP: minigrad vs PyTorch eager vs hand-written NumPy.
+"""Times one training step of the digits MLP (minigrad eager, minigrad jit through XLA, PyTorch
+eager, hand-written NumPy) and per-example gradients (minigrad vmap(grad), torch.func
+vmap(grad), a Python loop of minigrad grad calls).
 
     bazel run //minigrad:bench
-    bazel run //minigrad:bench -- --batches 64 1347 --rounds 9
+    bazel run //minigrad:bench -- --batches 64 1347 --rounds 9 --threads 1
 
 A step is forward, cross-entropy, backward and an SGD update, on the CPU in
-float32, at each batch size. The three are timed in interleaved rounds (the
-machine's speed drifts; interleaving exposes all three to the same drift), and
-the median round is reported with the ratios to PyTorch and to NumPy. The
+float32, at each batch size. The jit step is the same step traced into
+StableHLO and compiled by XLA (minigrad.hlo). Implementations are timed in
+interleaved rounds (the machine's speed drifts; interleaving exposes all of
+them to the same drift), and the median round is reported with the ratios. The
 NumPy step is the floor for any NumPy engine: the same arithmetic with no
-graph at all.
+graph at all. --threads caps the BLAS, torch and XLA thread pools (default 1:
+on a shared 2-core machine, spinning thread pools measure the load, not the code).
 """
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -19,7 +24,7 @@ import time
 import numpy as np
 
 from minigrad import functional as F
-from minigrad import nn, optim
+from minigrad import func, hlo, nn, optim
 from minigrad.tensor import Tensor
 from minigrad.train import load_digits_split
 
@@ -34,6 +39,30 @@ def minigrad_step(x, y, sizes, lr, seed):
         opt.zero_grad()
         loss.backward()
         opt.step()
+    return step
+
+
+def _mlp_loss(params, x, y):
+    """The digits MLP's loss as a function of its parameters [w1, b1, w2, b2]."""
+    w1, b1, w2, b2 = params
+    return F.cross_entropy(F.linear(F.relu(F.linear(x, w1, b1)), w2, b2), y)
+
+
+def _initial_params(sizes, seed):
+    model = nn.MLP(sizes, rng=np.random.default_rng(seed))  # the eager step's initialisation
+    return [p.data.copy() for layer in model.layers for p in (layer.weight, layer.bias)]
+
+
+def jit_step(x, y, sizes, lr, seed):
+    def train(params, x, y):
+        grads, loss = func.grad(lambda ps: (lambda l: (l, l))(_mlp_loss(ps, x, y)), has_aux=True)(params)
+        return loss, [p - lr * g for p, g in zip(params, grads)]
+    compiled = hlo.jit(train)
+    state = [_initial_params(sizes, seed)]
+
+    def step():
+        _, new = compiled(state[0], x, y)
+        state[0] = [t.data for t in new]
     return step
 
 
@@ -83,7 +112,29 @@ def numpy_step(x, y, sizes, lr, seed):
     return step
 
 
-IMPLEMENTATIONS = {"minigrad": minigrad_step, "torch eager": torch_step, "numpy by hand": numpy_step}
+IMPLEMENTATIONS = {"minigrad": minigrad_step, "minigrad jit": jit_step, "torch eager": torch_step,
+                   "numpy by hand": numpy_step}
+
+
+def per_example_grads(x, y, sizes, seed):
+    """Three ways to the gradient of each example's loss, for the same MLP and batch."""
+    import torch
+    import torch.func as tf
+    params = _initial_params(sizes, seed)
+    one = lambda ps, xi, yi: _mlp_loss(ps, xi[None], yi[None])
+    mg_params, mx, my = [Tensor(p) for p in params], Tensor(x), Tensor(y)
+    batched = func.vmap(func.grad(one), in_dims=(None, 0, 0))
+    single = func.grad(one)
+
+    def torch_one(ps, xi, yi):
+        w1, b1, w2, b2 = ps
+        h = torch.relu(torch.nn.functional.linear(xi[None], w1, b1))
+        return torch.nn.functional.cross_entropy(torch.nn.functional.linear(h, w2, b2), yi[None])
+    t_params, tx, ty = [torch.from_numpy(p) for p in params], torch.from_numpy(x), torch.from_numpy(y)
+    t_batched = tf.vmap(tf.grad(torch_one), in_dims=(None, 0, 0))
+    return {"minigrad vmap(grad)": lambda: batched(mg_params, mx, my),
+            "torch.func vmap(grad)": lambda: t_batched(t_params, tx, ty),
+            "minigrad loop of grad": lambda: [single(mg_params, mx[i], my[i]) for i in range(len(y))]}
 
 
 def time_steps(step, seconds):
@@ -95,13 +146,15 @@ def time_steps(step, seconds):
     return count
 
 
-def measure(batch, rounds, round_seconds, hidden, progress):
+def _batch(batch, hidden):
     x_train, y_train, _, _ = load_digits_split(seed=0)
     if batch > len(y_train):
         raise SystemExit("batch %d is larger than the training split (%d)" % (batch, len(y_train)))
-    x, y = np.ascontiguousarray(x_train[:batch]), y_train[:batch]
-    sizes = [x.shape[1], hidden, 10]
-    steps = {name: make(x, y, sizes, 0.1, 0) for name, make in IMPLEMENTATIONS.items()}
+    return np.ascontiguousarray(x_train[:batch]), y_train[:batch], [x_train.shape[1], hidden, 10]
+
+
+def measure(steps, rounds, round_seconds, progress):
+    """Median seconds per call of each function in `steps`, over interleaved rounds."""
     counts = {name: max(5, time_steps(step, round_seconds)) for name, step in steps.items()}  # warm-up
     times = {name: [] for name in steps}
     for _ in range(rounds):
@@ -115,6 +168,16 @@ def measure(batch, rounds, round_seconds, hidden, progress):
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def _limit_threads(threads):
+    """Caps the BLAS, torch and XLA thread pools (XLA's before jax is imported)."""
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen="
+                               + ("false" if threads == 1 else "true")).strip()
+    import torch
+    from threadpoolctl import threadpool_limits
+    torch.set_num_threads(threads)
+    threadpool_limits(threads)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batches", type=int, nargs="+", default=[64, 1347],
@@ -123,26 +186,47 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=9, help="timed rounds per batch size")
     parser.add_argument("--round-seconds", type=float, default=0.3,
                         help="approximate length of one implementation's round")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="threads for BLAS, torch and XLA (default 1)")
+    parser.add_argument("--per-example-batch", type=int, default=64,
+                        help="batch of the per-example-gradient row (default 64; 0 skips it)")
     args = parser.parse_args(argv)
-    if min(args.batches) < 1 or args.rounds < 1 or args.round_seconds <= 0:
-        parser.error("batch sizes and rounds must be positive")
+    if min(args.batches) < 1 or args.rounds < 1 or args.round_seconds <= 0 or args.threads < 1:
+        parser.error("batch sizes, rounds and threads must be positive")
+    _limit_threads(args.threads)
 
     import torch
     from tqdm import tqdm
 
-    print("digits MLP 64-%d-10, float32, one training step (forward, backward, SGD); "
-          "torch %s with %d threads, numpy %s; median of %d interleaved rounds"
-          % (args.hidden, torch.__version__, torch.get_num_threads(), np.__version__, args.rounds))
+    print("digits MLP 64-%d-10, float32; torch %s, numpy %s, %d thread(s) each; median of %d "
+          "interleaved rounds" % (args.hidden, torch.__version__, np.__version__, args.threads,
+                                  args.rounds))
     results = {}
-    with tqdm(total=args.rounds * len(args.batches), desc="timing", unit="round", file=sys.stderr) as bar:
+    total = args.rounds * (len(args.batches) + (args.per_example_batch > 0))
+    with tqdm(total=total, desc="timing", unit="round", file=sys.stderr) as bar:
         for batch in args.batches:
-            results[batch] = measure(batch, args.rounds, args.round_seconds, args.hidden, bar)
-    print("%8s %14s %14s %14s %18s %18s" % ("batch", "minigrad us", "torch us", "numpy us",
-                                            "minigrad/torch", "minigrad/numpy"))
+            x, y, sizes = _batch(batch, args.hidden)
+            steps = {name: make(x, y, sizes, 0.1, 0) for name, make in IMPLEMENTATIONS.items()}
+            results[batch] = measure(steps, args.rounds, args.round_seconds, bar)
+        if args.per_example_batch:
+            x, y, sizes = _batch(args.per_example_batch, args.hidden)
+            per_example = measure(per_example_grads(x, y, sizes, 0), args.rounds, args.round_seconds, bar)
+    print("\none training step (forward, backward, SGD)")
+    print("%8s %12s %12s %12s %12s %15s %15s %13s" % (
+        "batch", "minigrad us", "jit us", "torch us", "numpy us", "minigrad/torch",
+        "minigrad/numpy", "jit/numpy"))
     for batch, t in results.items():
-        mg, th, npy = t["minigrad"], t["torch eager"], t["numpy by hand"]
-        print("%8d %14.1f %14.1f %14.1f %17.2fx %17.2fx"
-              % (batch, mg * 1e6, th * 1e6, npy * 1e6, mg / th, mg / npy))
+        mg, jit, th, npy = (t[k] for k in ("minigrad", "minigrad jit", "torch eager", "numpy by hand"))
+        print("%8d %12.1f %12.1f %12.1f %12.1f %14.2fx %14.2fx %12.2fx"
+              % (batch, mg * 1e6, jit * 1e6, th * 1e6, npy * 1e6, mg / th, mg / npy, jit / npy))
+    if args.per_example_batch:
+        t = per_example
+        vm, tv, loop = (t[k] for k in ("minigrad vmap(grad)", "torch.func vmap(grad)",
+                                       "minigrad loop of grad"))
+        print("\nper-example gradients of the MLP, batch %d" % args.per_example_batch)
+        print("%16s %16s %12s %18s %20s" % ("vmap(grad) us", "torch.func us", "loop us",
+                                            "loop/vmap(grad)", "vmap(grad)/torch.func"))
+        print("%16.1f %16.1f %12.1f %17.2fx %19.2fx" % (vm * 1e6, tv * 1e6, loop * 1e6, loop / vm, vm / tv))
 
 
 if __name__ == "__main__":

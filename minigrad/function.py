@@ -47,6 +47,8 @@ class Function:
 
     @classmethod
     def apply(cls, *args):
+        if _State.transforms:  # inside minigrad.func's jvp or vmap: the level handles it
+            return _State.transforms[-1].process(cls, args)
         if not _State.enabled:
             # Nothing will be recorded (no_grad, or a backward pass without create_graph):
             # forward gets a context that records nothing, and no bookkeeping. This is most
@@ -76,19 +78,19 @@ class Function:
             return
         self._saved = tensors
         # Checked when backward reads them: an in-place change since would give a wrong gradient.
-        self._versions = [t._version for t in tensors]
+        self._versions = [t._version[0] for t in tensors]
 
     @property
     def saved_tensors(self):
         if self._freed:
             raise RuntimeError(FREED_MESSAGE)
         for t, version in zip(self._saved, self._versions):
-            if t._version != version:
+            if t._version[0] != version:
                 raise RuntimeError(
                     "one of the tensors needed for gradient computation was modified by an in-place "
                     "operation: a saved tensor of shape %s used by %s is at version %d, expected "
                     "version %d. Make the change out of place, or after backward()."
-                    % (tuple(t.shape), type(self).__name__, t._version, version))
+                    % (tuple(t.shape), type(self).__name__, t._version[0], version))
         return self._saved
 
     @property

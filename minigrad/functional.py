@@ -4,7 +4,9 @@ softmax, log_softmax and cross_entropy are fused Functions: one node each in
 the graph, numerically stable (the row maximum is subtracted before exp), with
 gradient rules written in Tensor operations so they differentiate again.
 softmax and log_softmax run warp_softmax's C++ kernel (kernels package) for
-float32/float64 when it is built, and NumPy otherwise.
+float32/float64 when it is built, and NumPy otherwise. Integer or boolean inputs
+are promoted to float64, minigrad's default float dtype (torch promotes to its own
+default; a loss of integer logits is not rounded to an integer).
 """
 
 import numpy as np
@@ -17,6 +19,10 @@ try:  # warp_softmax's C++ kernels, when the kernels package is built (its pybin
     from kernels import warp_softmax_numpy as _kernel
 except ImportError:
     _kernel = None
+
+
+def _data(value):
+    return value.data if isinstance(value, Tensor) else value
 
 
 def relu(x):
@@ -52,27 +58,40 @@ def _needs(value):
     return isinstance(value, Tensor) and value.requires_grad
 
 
-def _dim(x, dim):
-    if not -x.ndim <= dim < max(x.ndim, 1):
-        raise IndexError("dim %d is out of range for a tensor with %d dimensions" % (dim, x.ndim))
-    return dim % max(x.ndim, 1)
+def _dim(op, shape, dim):
+    """dim as an axis; a 0-d tensor takes dim 0 or -1 (as in torch)."""
+    if isinstance(dim, (tuple, list)) or isinstance(dim, bool):
+        raise TypeError("%s: dim must be one int, got %r" % (op, dim))
+    top = max(len(shape), 1)
+    if not -top <= dim < top:
+        raise IndexError("%s: dim %d is out of range for a tensor of shape %s (valid dims: %d to "
+                         "%d)" % (op, dim, tuple(shape), -top, top - 1))
+    return dim % top
+
+
+def _floating(x):
+    """x's array, integers and booleans promoted to float64."""
+    return x.data if x.data.dtype.kind in "fc" else x.data.astype(np.float64)
 
 
 class _RowwiseSoftmax(Function):
     """softmax-like along `dim`; the output is saved (the gradient is a function of it)."""
 
-    fn = None
+    fn = op = None
 
     @classmethod
     def forward(cls, ctx, x, dim):
-        ctx.dim = dim = _dim(x, dim)
-        out = Tensor._wrap(cls.fn(x.data, dim))
+        ctx.dim = dim = _dim(cls.op, x.shape, dim)
+        data = _floating(x)
+        # A 0-d tensor is a row of one.
+        out = Tensor._wrap(cls.fn(data.reshape(1), 0).reshape(()) if data.ndim == 0
+                           else cls.fn(data, dim))
         ctx.save_for_backward(out)
         return out
 
 
 class Softmax(_RowwiseSoftmax):
-    fn = staticmethod(_softmax)
+    fn, op = staticmethod(_softmax), "softmax"
 
     @staticmethod
     def backward(ctx, grad):
@@ -86,7 +105,7 @@ class Softmax(_RowwiseSoftmax):
 
 
 class LogSoftmax(_RowwiseSoftmax):
-    fn = staticmethod(_log_softmax)
+    fn, op = staticmethod(_log_softmax), "log_softmax"
 
     @staticmethod
     def backward(ctx, grad):
@@ -102,27 +121,33 @@ def log_softmax(x, dim=-1):
     return LogSoftmax.apply(x, dim)
 
 
+def check_target(shape, target):
+    """Raises unless `target` holds one class index in [0, classes) per row of logits `shape`."""
+    if len(shape) != 2:
+        raise ValueError("cross_entropy: logits must be (batch, classes), got shape %s"
+                         % (tuple(shape),))
+    if target.dtype.kind not in "iu":
+        raise TypeError("cross_entropy: target must hold integer class indices, got dtype %s"
+                        % target.dtype)
+    if target.shape != (shape[0],):
+        raise ValueError("cross_entropy: target shape %s does not match %d logits rows"
+                         % (tuple(target.shape), shape[0]))
+    # One reduction checks both bounds: as unsigned, negative values are huge.
+    unsigned = target.view(_UNSIGNED[target.dtype.itemsize])
+    if shape[0] and unsigned.max() >= shape[1]:
+        raise IndexError("cross_entropy: target values must be in [0, %d), got %d..%d"
+                         % (shape[1], target.min(), target.max()))
+
+
 class CrossEntropy(Function):
     """Mean negative log-likelihood of integer class targets under softmax(logits)."""
 
     @staticmethod
     def forward(ctx, logits, target):
-        x = logits.data
-        if x.ndim != 2:
-            raise ValueError("cross_entropy: logits must be (batch, classes), got shape %s"
-                             % (tuple(x.shape),))
-        if target.dtype.kind not in "iu":
-            raise TypeError("cross_entropy: target must hold integer class indices, got dtype %s"
-                            % target.dtype)
-        if target.shape != (x.shape[0],):
-            raise ValueError("cross_entropy: target shape %s does not match %d logits rows"
-                             % (tuple(target.shape), x.shape[0]))
+        x = _floating(logits)
+        target = target.data if isinstance(target, Tensor) else target
+        check_target(x.shape, target)
         n = x.shape[0]
-        # One reduction checks both bounds: as unsigned, negative values are huge.
-        unsigned = target.view(_UNSIGNED[target.dtype.itemsize])
-        if n and unsigned.max() >= x.shape[1]:
-            raise IndexError("cross_entropy: target values must be in [0, %d), got %d..%d"
-                             % (x.shape[1], target.min(), target.max()))
         # Only the target entries of log_softmax are needed: log(sum exp) - shifted[target].
         shifted = x - x.max(axis=1, keepdims=True)
         e = np.exp(shifted)
@@ -137,7 +162,8 @@ class CrossEntropy(Function):
     @staticmethod
     def backward(ctx, grad):
         (logits,) = ctx.saved_tensors
-        return CrossEntropyGrad.apply(logits, ctx.target, grad, ctx.softmax_parts), None
+        # The target as it came (a Tensor stays one: a trace sees it as an input).
+        return CrossEntropyGrad.apply(logits, ctx.inputs[1], grad, ctx.softmax_parts), None
 
 
 class CrossEntropyGrad(Function):
@@ -150,7 +176,7 @@ class CrossEntropyGrad(Function):
         e, total = softmax_parts if softmax_parts is not None else _softmax_parts(logits.data)
         n = e.shape[0]
         out = e / total
-        out[np.arange(n), target] -= 1
+        out[np.arange(n), _data(target)] -= 1
         out *= grad.data / n
         return Tensor._wrap(out)
 
@@ -159,7 +185,7 @@ class CrossEntropyGrad(Function):
         logits, target, grad, _ = ctx.inputs
         n = logits.shape[0]
         onehot = np.zeros(logits.shape, dtype=logits.dtype)
-        onehot[np.arange(n), target] = 1
+        onehot[np.arange(n), _data(target)] = 1
         probs = Softmax.apply(logits, 1)
         g_logits = Softmax.backward_of(probs, g * (grad / n), 1) if _needs(logits) else None
         g_grad = ((probs - onehot) * g).sum() / n if _needs(grad) else None
@@ -168,8 +194,8 @@ class CrossEntropyGrad(Function):
 
 def cross_entropy(logits, target):
     """Mean cross-entropy of `logits` (batch, classes) against integer `target` (batch,)."""
-    target = target.data if isinstance(target, Tensor) else np.asarray(target)
-    return CrossEntropy.apply(logits, target)
+    # A Tensor target is passed on as it is, so that vmap sees whether it is batched.
+    return CrossEntropy.apply(logits, target if isinstance(target, Tensor) else np.asarray(target))
 
 
 class Linear(Function):
@@ -192,12 +218,12 @@ class Linear(Function):
         x, weight = ctx.saved_tensors
         bias = ctx.inputs[2]
         # Direct Function calls: this runs once per layer per step, where overhead counts.
-        gx = ops.MatMul.apply(grad, weight) if x.requires_grad else None
+        gx = ops.MatMul.apply(grad, ops._conj(weight)) if x.requires_grad else None
         gw = gb = None
         if weight.requires_grad:
             g2 = grad if grad.ndim == 2 else ops.Reshape.apply(grad, (-1, grad.shape[-1]))
             x2 = x if x.ndim == 2 else ops.Reshape.apply(x, (-1, x.shape[-1]))
-            gw = ops.MatMul.apply(ops.Permute.apply(g2, (1, 0)), x2)
+            gw = ops.MatMul.apply(ops.Permute.apply(g2, (1, 0)), ops._conj(x2))
         if bias is not None and bias.requires_grad:
             gb = ops.Sum.apply(grad, tuple(range(grad.ndim - 1))) if grad.ndim > 1 else grad
         return gx, gw, gb

@@ -10,6 +10,9 @@ import functools
 
 class _State:
     enabled = True
+    # The active minigrad.func transforms (forward-mode and vmap levels), innermost last;
+    # Function.apply hands every operation to the innermost while there are any.
+    transforms = []
 
 
 def is_grad_enabled():

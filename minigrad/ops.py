@@ -1,15 +1,24 @@
 """Every differentiable operation: a forward on arrays and a gradient rule on Tensors.
 
+(Over 350 lines: it is the whole op table, one short class per operation, kept in one
+file so that the rules can be read side by side, as tinygrad keeps its table.)
+
 Gradient rules are written with Tensor operations, so under create_graph they
 are recorded themselves and gradients of any order come for free. Binary
 operations take a Tensor or a plain number on either side (a number keeps the
 Tensor's dtype, as in NumPy); broadcasting is NumPy's, and each gradient is
 summed back to its input's shape (SumTo).
+
+Two operands of different dtypes promote as in torch (_result_dtype); complex
+gradients are conjugated as torch's are (the vector-Jacobian product is
+grad * conj(df/dx)).
 """
 
 import numpy as np
 
+from minigrad.dtypes import _operands
 from minigrad.function import Function
+from minigrad.grad_mode import _State
 from minigrad.tensor import Tensor
 
 _wrap = Tensor._wrap
@@ -20,7 +29,7 @@ def _data(value):
 
 
 def _shape(value):
-    return value.data.shape if value.__class__ is Tensor else ()
+    return value.data.shape if value.__class__ is Tensor else np.shape(value)
 
 
 def _needs(value):
@@ -29,6 +38,13 @@ def _needs(value):
 
 def _sum_to(grad, shape):
     return grad if grad.data.shape == shape else SumTo.apply(grad, shape)
+
+
+def _conj(value):
+    """conj(value), recorded (for complex gradients); real values are returned as they are."""
+    if value.__class__ is Tensor:
+        return Conj.apply(value) if value.data.dtype.kind == "c" else value
+    return np.conj(value) if isinstance(value, complex) else value
 
 
 class _Binary(Function):
@@ -41,8 +57,9 @@ class _Binary(Function):
     def forward(cls, ctx, a, b):
         if cls.saves:
             ctx.save_for_backward(*[v for v in (a, b) if v.__class__ is Tensor])
+        x, y = _operands(a, b)
         try:
-            return _wrap(cls.ufunc(_data(a), _data(b)))
+            return _wrap(cls.ufunc(x, y))
         except ValueError:
             raise ValueError("%s: shapes %s and %s cannot be broadcast together"
                              % (cls.ufunc.__name__, tuple(_shape(a)), tuple(_shape(b)))) from None
@@ -61,6 +78,13 @@ class Add(_Binary):
 class Sub(_Binary):
     ufunc, saves = np.subtract, False
 
+    @classmethod
+    def forward(cls, ctx, a, b):
+        if "b" in (np.asarray(_data(a)).dtype.kind, np.asarray(_data(b)).dtype.kind):
+            raise TypeError("sub: subtraction with a bool tensor is not supported (as in torch); "
+                            "to invert a mask use ~mask or logical_not")
+        return super().forward(ctx, a, b)
+
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.inputs
@@ -75,8 +99,8 @@ class Mul(_Binary):
     def backward(ctx, grad):
         ctx.saved_tensors  # raises if freed or modified in place
         a, b = ctx.inputs
-        return (_sum_to(grad * b, _shape(a)) if _needs(a) else None,
-                _sum_to(grad * a, _shape(b)) if _needs(b) else None)
+        return (_sum_to(grad * _conj(b), _shape(a)) if _needs(a) else None,
+                _sum_to(grad * _conj(a), _shape(b)) if _needs(b) else None)
 
 
 class Div(_Binary):
@@ -86,23 +110,104 @@ class Div(_Binary):
     def backward(ctx, grad):
         ctx.saved_tensors
         a, b = ctx.inputs
-        return (_sum_to(grad / b, _shape(a)) if _needs(a) else None,
-                _sum_to(-grad * a / (b * b), _shape(b)) if _needs(b) else None)
+        return (_sum_to(grad / _conj(b), _shape(a)) if _needs(a) else None,
+                _sum_to(-grad * _conj(a / (b * b)), _shape(b)) if _needs(b) else None)
 
 
 class Pow(_Binary):
+    """a ** b. As in torch, d/da is 0 where b == 0 (even at a == 0, where b * a**(b-1) is
+    nan), and d/db is 0 where a == 0 and b >= 0 (a**b * log(a) would be nan)."""
+
     ufunc = np.power
+
+    @classmethod
+    def forward(cls, ctx, a, b):
+        x, y = _operands(a, b)
+        if np.result_type(x, y).kind in "iu" and np.any(np.asarray(y) < 0):
+            raise ValueError(
+                "pow: integers to negative integer powers are not allowed (base %s of shape %s, "
+                "exponent of shape %s); use a float base: x * 1.0, or Tensor(data, dtype=np.float64)"
+                % (np.result_type(x), tuple(_shape(a)), tuple(_shape(b))))
+        return super().forward(ctx, a, b)
 
     @staticmethod
     def backward(ctx, grad):
         ctx.saved_tensors
         a, b = ctx.inputs
-        ga = gb = None
-        if _needs(a):
-            ga = _sum_to(grad * b * a ** (b - 1), _shape(a))
-        if _needs(b):
-            gb = _sum_to(grad * a ** b * Log.apply(a), _shape(b))
-        return ga, gb
+        return (_sum_to(grad * _conj(pow_da(a, b)), _shape(a)) if _needs(a) else None,
+                _sum_to(grad * _conj(pow_db(a, b)), _shape(b)) if _needs(b) else None)
+
+
+def pow_da(a, b):
+    """d(a**b)/da: b * a**(b-1), and 0 where b == 0 (even at a == 0)."""
+    if b.__class__ is not Tensor:
+        return b * a ** (b - 1) if b != 0 else a * 0
+    return Where.apply(Compare.apply(np.not_equal, b, 0), b * a ** (b - 1), 0)
+
+
+def pow_db(a, b):
+    """d(a**b)/db: a**b * log(a), and 0 where a == 0 and b >= 0."""
+    log = Log.apply(a) if a.__class__ is Tensor else np.log(a)
+    zero_base = Compare.apply(np.logical_and, Compare.apply(np.equal, a, 0),
+                              Compare.apply(real_greater_equal, b, 0))
+    return Where.apply(zero_base, 0, a ** b * log)
+
+
+def real_greater_equal(x, y):
+    return np.greater_equal(np.real(x), y)
+
+
+class Compare(Function):
+    """ufunc(a, b) for a comparison or logical ufunc: a boolean tensor without gradient. Gradient
+    rules build their masks with it (not from saved arrays), so that a trace (minigrad.hlo) or a
+    batch (vmap) sees how a mask depends on the data."""
+
+    @classmethod
+    def apply(cls, ufunc, a, b):
+        if _State.transforms:
+            return _State.transforms[-1].process(cls, (ufunc, a, b))
+        return _wrap(ufunc(_data(a), _data(b)))
+
+    @staticmethod
+    def forward(ctx, ufunc, a, b):
+        return _wrap(ufunc(_data(a), _data(b)))
+
+
+class Where(Function):
+    """where(cond, a, b) for a fixed boolean array `cond` (which has no gradient)."""
+
+    @staticmethod
+    def forward(ctx, cond, a, b):
+        x, y = _operands(a, b)
+        return _wrap(np.where(_data(cond), x, y))
+
+    @staticmethod
+    def backward(ctx, grad):
+        cond, a, b = ctx.inputs
+        return (None, _sum_to(Where.apply(cond, grad, 0), _shape(a)) if _needs(a) else None,
+                _sum_to(Where.apply(cond, 0, grad), _shape(b)) if _needs(b) else None)
+
+
+class Conj(Function):
+    @staticmethod
+    def forward(ctx, a):
+        return _wrap(np.conj(a.data))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return Conj.apply(grad)
+
+
+class Alias(Function):
+    """The same tensor as a new node (a fresh input for a minigrad.func transform)."""
+
+    @staticmethod
+    def forward(ctx, a):
+        return _wrap(a.data, a._version)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
 
 
 class Neg(Function):
@@ -121,8 +226,12 @@ class MatMul(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
+        if a.ndim == 0 or b.ndim == 0:
+            raise ValueError("matmul: both operands need at least one dimension, got shapes %s "
+                             "and %s; multiply by a 0-d tensor with *" % (a.shape, b.shape))
+        x, y = _operands(a, b)
         try:
-            return _wrap(np.matmul(a.data, b.data))
+            return _wrap(_matmul(x, y))
         except ValueError:
             raise ValueError("matmul: shapes %s and %s are not aligned"
                              % (tuple(a.shape), tuple(b.shape))) from None
@@ -142,12 +251,24 @@ class MatMul(Function):
             g = Reshape.apply(grad, grad.shape + (1,))
         ga = gb = None
         if a.requires_grad:
-            ga = _sum_to(MatMul.apply(g, Permute.apply(b2, _swap_last(b2.ndim))), a2.shape)
+            ga = _sum_to(MatMul.apply(g, _conj(Permute.apply(b2, _swap_last(b2.ndim)))), a2.shape)
             ga = Reshape.apply(ga, a.shape) if ga.shape != a.shape else ga
         if b.requires_grad:
-            gb = _sum_to(MatMul.apply(Permute.apply(a2, _swap_last(a2.ndim)), g), b2.shape)
+            gb = _sum_to(MatMul.apply(_conj(Permute.apply(a2, _swap_last(a2.ndim))), g), b2.shape)
             gb = Reshape.apply(gb, b.shape) if gb.shape != b.shape else gb
         return ga, gb
+
+
+def _matmul(x, y):
+    """np.matmul, with two shapes that vmap's per-example gradients produce done faster:
+    a stack over one matrix repeated with stride 0 (an unbatched weight) is one 2-D product,
+    and an inner dimension of 1 (outer products) is a broadcast multiply."""
+    if x.ndim >= 2 and y.ndim >= 2 and x.shape[-1] == 1 and y.shape[-2] == 1:
+        return np.multiply(x, y)
+    if x.ndim == 3 and y.ndim == 3 and y.strides[0] == 0 and x.shape[0] == y.shape[0]:
+        return (np.ascontiguousarray(x).reshape(-1, x.shape[2]) @ y[0]).reshape(
+            x.shape[:2] + y.shape[2:])
+    return np.matmul(x, y)
 
 
 def _swap_last(ndim):
@@ -156,21 +277,33 @@ def _swap_last(ndim):
     return tuple(axes)
 
 
-def _axes(dim, ndim):
+def _axes(op, dim, shape):
+    """`dim` (an int, a tuple of ints or None) as a tuple of axes, or None for all. A 0-d
+    tensor takes dim 0 or -1, as in torch, and reducing it over that dim is reducing it all."""
     if dim is None:
         return None
-    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+    ndim = len(shape)
+    dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
     for d in dims:
-        if not -ndim <= d < max(ndim, 1):
-            raise IndexError("dimension %d is out of range for a tensor with %d dimensions"
-                             % (d, ndim))
-    return tuple(d % max(ndim, 1) for d in dims)
+        if not isinstance(d, (int, np.integer)) or isinstance(d, bool):
+            raise TypeError("%s: dim must be an int or a tuple of ints, got %r" % (op, dim))
+        if not -max(ndim, 1) <= d < max(ndim, 1):
+            raise IndexError("%s: dim %d is out of range for a tensor of shape %s (valid dims: "
+                             "%d to %d)" % (op, d, tuple(shape), -max(ndim, 1), max(ndim, 1) - 1))
+    axes = tuple(d % max(ndim, 1) for d in dims)
+    if len(set(axes)) != len(axes):
+        raise ValueError("%s: dim %r names a dimension twice" % (op, dim))
+    return axes if ndim else None
 
 
 def _keepdim_shape(shape, axes):
     if axes is None:
         return (1,) * len(shape)
     return tuple(1 if i in axes else n for i, n in enumerate(shape))
+
+
+def _reduced_shape(shape, axes):
+    return () if axes is None else tuple(n for i, n in enumerate(shape) if i not in axes)
 
 
 def _unreduce(ctx, grad):
@@ -181,7 +314,7 @@ def _unreduce(ctx, grad):
 class Sum(Function):
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
-        axes = _axes(dim, a.ndim)
+        axes = _axes("sum", dim, a.shape)
         ctx.shape, ctx.axes, ctx.keepdim = a.shape, axes, keepdim
         return _wrap(np.asarray(a.data.sum(axis=axes, keepdims=keepdim)))
 
@@ -193,7 +326,10 @@ class Sum(Function):
 class Mean(Function):
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
-        axes = _axes(dim, a.ndim)
+        if a.dtype.kind not in "fc":
+            raise TypeError("mean: input dtype %s is not floating point or complex (as in torch); "
+                            "convert it first: (x * 1.0).mean()" % a.dtype)
+        axes = _axes("mean", dim, a.shape)
         ctx.shape, ctx.axes, ctx.keepdim = a.shape, axes, keepdim
         ctx.count = a.data.size if axes is None else int(np.prod([a.shape[i] for i in axes]))
         return _wrap(np.asarray(a.data.mean(axis=axes, keepdims=keepdim)))
@@ -203,33 +339,44 @@ class Mean(Function):
         return Expand.apply(_unreduce(ctx, grad) / ctx.count, ctx.shape)
 
 
+def _max_mask(x, dim):
+    """max of array x over one int dim (keepdims) and the mask that routes its gradient: to
+    the element argmax picks, the first maximal one or the first NaN (as torch.max(dim)); or,
+    with dim a tuple of axes or None, shared evenly between ties, or between the NaNs if there
+    are any (as torch.max())."""
+    if isinstance(dim, (int, np.integer)):
+        index = np.expand_dims(x.argmax(axis=dim), dim)
+        mask = np.zeros(x.shape, dtype=x.dtype)
+        np.put_along_axis(mask, index, 1, axis=dim)
+        return np.take_along_axis(x, index, axis=dim), mask
+    out = x.max(axis=dim, keepdims=True)
+    nan = np.isnan(out)
+    mask = np.where(nan, np.isnan(x), x == out) if nan.any() else x == out
+    return out, mask / mask.sum(axis=dim, keepdims=True)
+
+
 class Max(Function):
-    """Over one dim, the gradient goes to the first maximal element (as torch.max(dim));
-    over all elements it is shared evenly between ties (as torch.max())."""
+    """max over one int dim, or over a tuple of dims / all (None); see _max_mask."""
 
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
         if a.data.size == 0:
-            raise RuntimeError("max() of an empty tensor")
-        axes = _axes(dim, a.ndim)
-        if axes is None:
-            out = a.data.max()
-            mask = a.data == out
-            ctx.mask = mask / mask.sum()
-            result = out.reshape((1,) * a.ndim) if keepdim else np.asarray(out)
-        else:
-            (axis,) = axes
-            index = np.expand_dims(a.data.argmax(axis=axis), axis)
-            mask = np.zeros(a.shape, dtype=a.dtype)
-            np.put_along_axis(mask, index, 1, axis=axis)
-            ctx.mask = mask
-            out = np.take_along_axis(a.data, index, axis=axis)
-            result = out if keepdim else out.squeeze(axis)
+            raise RuntimeError("max: the tensor of shape %s is empty; max of no elements is "
+                               "undefined" % (tuple(a.shape),))
+        if a.dtype.kind == "c":
+            raise TypeError("max: complex tensors are not ordered (as in torch); take max of "
+                            "their abs or real part")
+        axes = _axes("max", dim, a.shape)
+        out, ctx.mask = _max_mask(a.data, axes[0] if isinstance(dim, (int, np.integer)) and axes
+                                  else axes)
         ctx.shape, ctx.axes, ctx.keepdim = a.shape, axes, keepdim
-        return _wrap(result)
+        return _wrap(out if keepdim else out.reshape(_reduced_shape(a.shape, axes)))
 
     @staticmethod
     def backward(ctx, grad):
+        if any(getattr(level, "traces", False) for level in _State.transforms):
+            raise NotImplementedError("hlo: the gradient of max is not exported: where it goes "
+                                      "depends on the data (export max's forward only)")
         return _unreduce(ctx, grad) * ctx.mask
 
 
@@ -247,6 +394,8 @@ class _OfOutput(Function):
 
 
 def _sigmoid(x):
+    if x.dtype.kind == "c":  # not ordered: the plain formula
+        return 1 / (1 + np.exp(-x))
     # exp of a non-positive number only: no overflow for large |x|.
     e = np.exp(-np.abs(x))
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
@@ -258,7 +407,7 @@ class Exp(_OfOutput):
     @staticmethod
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
-        return grad * y
+        return grad * _conj(y)
 
 
 class Tanh(_OfOutput):
@@ -267,7 +416,7 @@ class Tanh(_OfOutput):
     @staticmethod
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
-        return grad * (1 - y * y)
+        return grad * _conj(1 - y * y)
 
 
 class Sigmoid(_OfOutput):
@@ -276,7 +425,7 @@ class Sigmoid(_OfOutput):
     @staticmethod
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors
-        return grad * y * (1 - y)
+        return grad * _conj(y * (1 - y))
 
 
 class Log(Function):
@@ -288,18 +437,16 @@ class Log(Function):
     @staticmethod
     def backward(ctx, grad):
         (a,) = ctx.saved_tensors
-        return grad / a
+        return grad / _conj(a)
 
 
-class ReLU(Function):
-    @staticmethod
-    def forward(ctx, a):
-        ctx.mask = a.data > 0
-        return _wrap(np.maximum(a.data, 0))
+class ReLU(_OfOutput):
+    fn = staticmethod(lambda x: np.maximum(x, 0))
 
     @staticmethod
     def backward(ctx, grad):
-        return grad * ctx.mask
+        (y,) = ctx.saved_tensors  # the output, as torch saves it: y > 0 where x > 0
+        return grad * Compare.apply(np.greater, y, 0)
 
 
 class Reshape(Function):
@@ -307,10 +454,12 @@ class Reshape(Function):
     def forward(ctx, a, shape):
         ctx.shape = a.shape
         try:
-            return _wrap(a.data.reshape(shape))
+            out = a.data.reshape(shape)
         except ValueError:
             raise ValueError("reshape: cannot reshape a tensor of shape %s (%d elements) into %s"
                              % (tuple(a.shape), a.data.size, tuple(shape))) from None
+        # A view shares the version counter: an in-place change through it is seen (as in torch).
+        return _wrap(out, a._version if np.may_share_memory(out, a.data) else None)
 
     @staticmethod
     def backward(ctx, grad):
@@ -321,7 +470,7 @@ class Permute(Function):
     @staticmethod
     def forward(ctx, a, axes):
         ctx.axes = axes
-        return _wrap(a.data.transpose(axes))
+        return _wrap(a.data.transpose(axes), a._version)
 
     @staticmethod
     def backward(ctx, grad):

@@ -26,7 +26,7 @@ class SGD:
                 g = v
             # In place, as Tensor.sub_ under no_grad would, without its per-call checks.
             p.data -= self.lr * g
-            p._version += 1
+            p._version[0] += 1
 
     def zero_grad(self):
         for p in self.params:

@@ -12,36 +12,46 @@ from minigrad.grad_mode import _State
 class Tensor:
     """A NumPy array that records the operations applied to it.
 
-    Tensor(data, requires_grad=False): `data` is anything np.asarray takes; its
-    dtype is kept (Python floats become float64, as in NumPy).
+    Tensor(data, requires_grad=False): `data` is anything np.array takes, copied (as
+    torch.tensor copies; from_numpy shares); its dtype is kept (Python floats become
+    float64, minigrad's default float dtype).
+
+    `_version` is a one-element list shared by every Tensor that views the same
+    memory (detach(), reshape, permute): an in-place change through any of them
+    bumps it, so a gradient rule that saved one of them sees the change (torch's
+    version counter).
     """
 
-    __slots__ = ("data", "grad", "grad_fn", "_requires_grad", "_version", "__weakref__")
+    # _batch: the vmap level whose batch dimension (dim 0 of data) this tensor carries.
+    __slots__ = ("data", "grad", "grad_fn", "_requires_grad", "_version", "_batch", "__weakref__")
     # NumPy defers to Tensor's reflected operators (ndarray + Tensor -> Tensor.__radd__).
     __array_ufunc__ = None
 
     def __init__(self, data, requires_grad=False, dtype=None):
         if isinstance(data, Tensor):
             data = data.data
-        self.data = np.array(data, dtype=dtype) if dtype is not None else np.asarray(data)
+        self.data = np.array(data, dtype=dtype)
         if self.data.dtype == object:
             raise TypeError("Tensor data must be numeric, got %r" % (data,))
         self.grad = None
         self.grad_fn = None
-        self._version = 0
+        self._batch = None
+        self._version = [0]
         self._requires_grad = False
         if requires_grad:
             self.requires_grad = True
 
     @classmethod
-    def _wrap(cls, array):
-        """A Tensor around an ndarray that an operation just produced (no checks, no copy)."""
+    def _wrap(cls, array, version=None):
+        """A Tensor around an ndarray that an operation just produced (no checks, no copy);
+        `version`: the counter of the tensor whose memory `array` views."""
         t = cls.__new__(cls)
         t.data = array
         t.grad = None
         t.grad_fn = None
         t._requires_grad = False
-        t._version = 0
+        t._batch = None
+        t._version = [0] if version is None else version
         return t
 
     # -- autograd state -------------------------------------------------------------------
@@ -65,7 +75,7 @@ class Tensor:
 
     def detach(self):
         """The same data, cut from the graph (shares memory, like torch)."""
-        return Tensor._wrap(self.data)
+        return Tensor._wrap(self.data, self._version)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False):
         """Accumulates d(self)/d(leaf) into the .grad of every leaf that requires grad.
@@ -79,6 +89,9 @@ class Tensor:
 
     @property
     def shape(self):
+        """The shape; inside vmap, one example's (the batch dim is hidden, as in torch)."""
+        if self._batch is not None and self._batch in _State.transforms:
+            return self.data.shape[1:]
         return self.data.shape
 
     @property
@@ -87,13 +100,15 @@ class Tensor:
 
     @property
     def ndim(self):
-        return self.data.ndim
+        return len(self.shape)
 
     def numel(self):
-        return self.data.size
+        return int(np.prod(self.shape))
 
     def __len__(self):
-        return len(self.data)
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
 
     def numpy(self):
         if self._requires_grad:
@@ -188,6 +203,10 @@ class Tensor:
         return _ops.Mean.apply(self, dim, keepdim)
 
     def max(self, dim=None, keepdim=False):
+        """max over all elements (ties share the gradient) or over one dim (as torch.max)."""
+        if isinstance(dim, (tuple, list)):
+            raise TypeError("max: dim must be one int, got %r (as in torch); reshape the dims "
+                            "into one first, or call max() over all elements" % (dim,))
         return _ops.Max.apply(self, dim, keepdim)
 
     def exp(self):
@@ -212,13 +231,13 @@ class Tensor:
 
     def transpose(self, dim0=-2, dim1=-1):
         """Swaps two dimensions (the last two by default)."""
-        axes = list(range(self.data.ndim))
+        axes = list(range(self.ndim))
         axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
         return _ops.Permute.apply(self, tuple(axes))
 
     @property
     def T(self):
-        return _ops.Permute.apply(self, tuple(range(self.data.ndim - 1, -1, -1)))
+        return _ops.Permute.apply(self, tuple(range(self.ndim - 1, -1, -1)))
 
     # -- in-place updates (for optimizers; versioned, so stale saved values are caught) -----
 
@@ -236,7 +255,7 @@ class Tensor:
         if alpha != 1.0:
             other = other * alpha
         np.add(self.data, other, out=self.data, casting="same_kind")
-        self._version += 1
+        self._version[0] += 1
         return self
 
     def sub_(self, other, alpha=1.0):
@@ -245,19 +264,26 @@ class Tensor:
     def mul_(self, other):
         self._check_inplace()
         self.data *= _data(other)
-        self._version += 1
+        self._version[0] += 1
         return self
 
     def zero_(self):
         self._check_inplace()
         self.data[...] = 0
-        self._version += 1
+        self._version[0] += 1
         return self
 
     def __setitem__(self, index, value):
         self._check_inplace()
         self.data[_index(index)] = _data(value)
-        self._version += 1
+        self._version[0] += 1
+
+
+def from_numpy(array):
+    """A Tensor that shares `array`'s memory (torch.from_numpy): changes show on both sides."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError("from_numpy expects an np.ndarray, got %s" % type(array).__name__)
+    return Tensor._wrap(array)
 
 
 def _data(value):
@@ -265,7 +291,7 @@ def _data(value):
 
 
 def _tensor(value):
-    return value if isinstance(value, Tensor) else Tensor(value)
+    return value if isinstance(value, Tensor) else Tensor._wrap(np.asarray(value))
 
 
 def _index(index):

@@ -5,49 +5,8 @@ import pytest
 import torch
 
 import minigrad
+from minigrad.tests.op_table import CASES, arr
 from minigrad.tests.torch_compare import MinigradLib, TorchLib, assert_matches_torch
-
-rng = np.random.default_rng(0)
-
-
-def arr(*shape, low=-2.0, high=2.0):
-    return rng.uniform(low, high, shape)
-
-
-# name -> (expression over a library and tensors, input arrays)
-CASES = {
-    "add_broadcast": (lambda L, a, b: a + b, [arr(3, 4), arr(4)]),
-    "sub_broadcast": (lambda L, a, b: a - b, [arr(2, 1, 4), arr(3, 1)]),
-    "mul_broadcast_and_scalar": (lambda L, a, b: 3.0 * a * b, [arr(3, 4), arr(3, 1)]),
-    "div": (lambda L, a, b: a / b, [arr(3, 4), arr(3, 4, low=0.5, high=2.0)]),
-    "pow_scalar_exponent": (lambda L, a: a ** 3, [arr(5)]),
-    "pow_tensor_exponent": (lambda L, a, b: a ** b, [arr(4, low=0.5, high=2.0), arr(4)]),
-    "neg": (lambda L, a: -a, [arr(2, 3)]),
-    "matmul_2d": (lambda L, a, b: a @ b, [arr(3, 4), arr(4, 5)]),
-    "matmul_batched_broadcast": (lambda L, a, b: a @ b, [arr(2, 3, 4), arr(4, 2)]),
-    "matmul_vector": (lambda L, a, b: a @ b, [arr(4), arr(2, 4, 3)]),
-    "sum_dim": (lambda L, a: a.sum(dim=1), [arr(3, 4, 2)]),
-    "sum_keepdim_all": (lambda L, a: a.sum() + a.sum(dim=0, keepdim=True), [arr(3, 4)]),
-    "mean": (lambda L, a: a.mean(dim=-1) * a.mean(), [arr(3, 4)]),
-    "max_dim": (lambda L, a: L.max_dim(a, 1), [arr(4, 5)]),
-    "max_all": (lambda L, a: a.max(), [arr(4, 5)]),
-    "exp": (lambda L, a: a.exp(), [arr(3, 4)]),
-    "log": (lambda L, a: a.log(), [arr(3, 4, low=0.1, high=3.0)]),
-    "relu": (lambda L, a: L.relu(a), [arr(4, 5)]),
-    "tanh": (lambda L, a: a.tanh(), [arr(3, 4)]),
-    "sigmoid": (lambda L, a: a.sigmoid(), [arr(3, 4, low=-8, high=8)]),
-    "reshape": (lambda L, a: a.reshape(4, 3) * a.reshape(-1)[:12].reshape(4, 3), [arr(2, 6)]),
-    "transpose": (lambda L, a: a.transpose(0, 2) * a, [arr(2, 3, 2)]),
-    "T": (lambda L, a: a.T @ a, [arr(3, 2)]),
-    "index_slice": (lambda L, a: a[1:, ::2], [arr(3, 5)]),
-    "index_repeated": (lambda L, a: a[np.array([0, 2, 0, 0])], [arr(3, 4)]),
-    "softmax": (lambda L, a: L.softmax(a, dim=0), [arr(4, 3)]),
-    "log_softmax": (lambda L, a: L.log_softmax(a, dim=-1), [arr(3, 5)]),
-    "cross_entropy": (lambda L, a: L.cross_entropy(a, np.array([1, 0, 4])), [arr(3, 5)]),
-    "linear": (lambda L, x, w, b: L.linear(x, w, b), [arr(3, 4), arr(5, 4), arr(5)]),
-    # A shared subexpression: d reaches the output along two paths.
-    "diamond": (lambda L, a, b: (lambda d: d.exp() * d + d.tanh())(a * b + a), [arr(3, 4), arr(3, 4)]),
-}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -132,3 +91,35 @@ def test_third_derivative_of_a_scalar_function():
     assert d1.item() == pytest.approx(1 - t**2)
     assert d2.item() == pytest.approx(-2 * t * (1 - t**2))
     assert d3.item() == pytest.approx(-2 * (1 - t**2) ** 2 + 4 * t**2 * (1 - t**2))
+
+
+# A loss whose upstream gradient depends on the inputs: cross_entropy's double-backward rule
+# for that gradient (CrossEntropyGrad's d/dgrad) counts here, and a sign error in it shows.
+@pytest.mark.parametrize("outer", ["square", "exp"])
+def test_cross_entropy_double_backward_through_its_incoming_gradient_matches_torch(outer):
+    def fn(L, x, w):
+        ce = L.cross_entropy(x @ w, np.array([0, 2, 1]))
+        return ce * ce if outer == "square" else (ce * 0.5).exp()
+    arrays = [arr(3, 4), arr(4, 3)]
+    mine = _double_backward(MinigradLib, fn, arrays)
+    theirs = _double_backward(TorchLib, fn, arrays)
+    for m, t in zip(mine, theirs):
+        np.testing.assert_allclose(m, t, rtol=1e-10, atol=1e-12)
+
+
+def test_log_softmax_backward_matches_torch_where_it_is_not_constant():
+    """sum(log_softmax(x)) has gradient 1 - n * softmax(x): a wrong rule cannot hide in it."""
+    a = arr(4, 6)
+    assert_matches_torch(lambda L, x: L.log_softmax(x, dim=-1).sum(), [a], rtol=1e-12)
+    assert_matches_torch(lambda L, x: (L.log_softmax(x, dim=0) * x).sum(), [a], rtol=1e-12)
+
+
+def test_where_gradients_reach_both_branches_like_torch_where():
+    cond = arr(3, 4) > 0
+    mine = [minigrad.Tensor(a, requires_grad=True) for a in (arr(3, 4), arr(4))]
+    theirs = [torch.tensor(t.data, requires_grad=True) for t in mine]
+    r = arr(3, 4)
+    (minigrad.ops.Where.apply(cond, *mine) * minigrad.Tensor(r)).sum().backward()
+    (torch.where(torch.from_numpy(cond), *theirs) * torch.from_numpy(r)).sum().backward()
+    for m, t in zip(mine, theirs):
+        np.testing.assert_allclose(m.grad.data, t.grad.numpy(), rtol=1e-12)

@@ -32,7 +32,10 @@ def test_matmul_then_reductions(data):
     a = data.draw(hnp.arrays(np.float64, (n, k), elements=FLOATS))
     b = data.draw(hnp.arrays(np.float64, (k, m), elements=FLOATS))
     dim = data.draw(st.sampled_from([0, 1, -1]))
-    assert_matches_torch(lambda L, x, y: L.log_softmax(x @ y, dim=dim).exp().sum(dim=dim) * (x @ y).mean(), [a, b])
+    # log_softmax weighted by the logits themselves: its backward counts (unlike
+    # log_softmax(z).exp().sum(), which is identically 1 and has no gradient).
+    assert_matches_torch(lambda L, x, y: (L.log_softmax(x @ y, dim=dim) * (x @ y)).sum(dim=dim)
+                         * (x @ y).mean(), [a, b])
 
 
 @settings(max_examples=40, deadline=None)

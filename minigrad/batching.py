@@ -1,0 +1,183 @@
+"""vmap's batching rules: each operation rewritten over a leading batch dimension.
+
+Inside vmap a batched tensor holds the whole batch: its data's dim 0 is the
+batch dimension, the rest is one example's (logical) shape. A rule takes the
+operation's arguments and, for each, whether it is batched, and returns the
+batched result, computed with ordinary operations on the whole batch (one
+NumPy call per operation, no loop over examples). Those operations are
+recorded as usual, so reverse mode differentiates through vmap, and
+minigrad.func.grad inside vmap differentiates the batched graph directly.
+"""
+
+import numpy as np
+
+from minigrad import functional as F
+from minigrad import ops
+from minigrad.tensor import Tensor
+
+
+def _ndim(value, batched):
+    """The logical (one example's) number of dims."""
+    return value.ndim - 1 if batched else np.ndim(value)
+
+
+def _lift(value, batched, ndim):
+    """A batched value with 1-sized dims after the batch dim, up to `ndim` logical dims, so
+    that NumPy's right-aligned broadcasting lines its example dims up with the others'."""
+    if not batched or value.ndim - 1 >= ndim:
+        return value
+    k = value.ndim - 1
+    return ops.Reshape.apply(value, value.shape[:1] + (1,) * (ndim - k) + value.shape[1:])
+
+
+def elementwise(cls, args, batched):
+    n = max(_ndim(v, b) for v, b in zip(args, batched))
+    return cls.apply(*[_lift(v, b, n) for v, b in zip(args, batched)])
+
+
+def unary(cls, args, batched):
+    return cls.apply(*args)
+
+
+def reduction(cls, args, batched):
+    """sum, mean, max over logical dims: the same dims one further; over all: all but dim 0."""
+    a, dim, keepdim = tuple(args) + (None, False)[len(args) - 1:]
+    name = cls.__name__.lower()
+    axes = ops._axes(name, dim, a.shape[1:])  # checked against the example's shape
+    if axes is None:
+        # max() over all elements shares ties: a tuple of dims keeps that meaning.
+        return cls.apply(a, tuple(range(1, a.ndim)), keepdim)
+    if cls is ops.Max and isinstance(dim, (int, np.integer)):
+        return cls.apply(a, axes[0] + 1, keepdim)
+    return cls.apply(a, tuple(i + 1 for i in axes), keepdim)
+
+
+def matmul(cls, args, batched):
+    (a, b), (ba, bb) = args, batched
+    batch = (a if ba else b).shape[0]
+    la, lb = a.shape[ba:], b.shape[bb:]  # one example's shapes
+    if len(la) == 0 or len(lb) == 0:
+        raise ValueError("matmul: both operands need at least one dimension, got shapes %s and "
+                         "%s (per example, inside vmap); multiply by a 0-d tensor with *" % (la, lb))
+    # Batches of vectors become batches of one-row (one-column) matrices; the result is
+    # reshaped to the example's result shape afterwards.
+    if ba and len(la) == 1:
+        a = ops.Reshape.apply(a, (batch, 1) + la)
+    if bb and len(lb) == 1:
+        b = ops.Reshape.apply(b, (batch,) + lb + (1,))
+    n = max(_ndim(a, ba), _ndim(b, bb))
+    out = ops.MatMul.apply(_lift(a, ba, n), _lift(b, bb, n))
+    shape = (np.broadcast_shapes(la[:-2], lb[:-2]) + la[-2:-1] * (len(la) > 1)
+             + lb[-1:] * (len(lb) > 1))
+    return out if out.shape[1:] == shape else ops.Reshape.apply(out, (batch,) + shape)
+
+
+def reshape(cls, args, batched):
+    a, shape = args
+    return ops.Reshape.apply(a, a.shape[:1] + tuple(shape))
+
+
+def permute(cls, args, batched):
+    a, axes = args
+    return ops.Permute.apply(a, (0,) + tuple(x % (a.ndim - 1) + 1 for x in axes))
+
+
+def expand(cls, args, batched):
+    a, shape = args
+    return ops.Expand.apply(_lift(a, True, len(shape)), a.shape[:1] + tuple(shape))
+
+
+def sum_to(cls, args, batched):
+    a, shape = args
+    lead = a.ndim - 1 - len(shape)
+    if lead:
+        a = ops.Sum.apply(a, tuple(range(1, lead + 1)))
+    return ops.SumTo.apply(a, a.shape[:1] + tuple(shape))
+
+
+def _batched_index(index):
+    index = index if isinstance(index, tuple) else (index,)
+    for i in index:
+        if isinstance(i, Tensor) and i._batch is not None:
+            raise NotImplementedError("vmap: indexing with a batched index tensor is not supported; "
+                                      "index with an unbatched array, or use cross_entropy for "
+                                      "per-example targets")
+    index = tuple(i.data if isinstance(i, Tensor) else i for i in index)
+    advanced = [k for k, i in enumerate(index) if not isinstance(i, (slice, type(None), type(...)))]
+    if any(not isinstance(index[k], (int, np.integer)) for k in advanced):
+        # NumPy puts the dims of non-adjacent advanced indices first: before the batch dim.
+        front = advanced and advanced[-1] - advanced[0] + 1 != len(advanced)
+        width = np.broadcast(*[np.asarray(index[k]) for k in advanced]).ndim if front else 0
+    else:
+        width = 0
+    return (slice(None),) + index, width
+
+
+def index(cls, args, batched):
+    a, idx = args
+    idx, width = _batched_index(idx)
+    out = ops.Index.apply(a, idx)
+    if width:  # bring the batch dim back to the front
+        out = ops.Permute.apply(out, (width,) + tuple(k for k in range(out.ndim) if k != width))
+    return out
+
+
+def index_add(cls, args, batched):
+    a, idx, shape = args
+    idx, width = _batched_index(idx)
+    if width:
+        raise NotImplementedError("vmap: the gradient of non-adjacent advanced indices is not "
+                                  "supported; index one dim at a time")
+    return ops.IndexAdd.apply(a, idx, a.shape[:1] + tuple(shape))
+
+
+def softmax(cls, args, batched):
+    x, dim = args
+    if x.ndim == 1:  # a batch of 0-d tensors: rows of one
+        return ops.Reshape.apply(cls.apply(ops.Reshape.apply(x, (x.shape[0], 1)), 1), x.shape)
+    return cls.apply(x, F._dim(cls.op, x.shape[1:], dim) + 1)
+
+
+def cross_entropy(cls, args, batched):
+    """Per-example loss: the mean over rows of -log_softmax at each row's target."""
+    (logits, target), (bl, bt) = args, batched
+    batch = (logits if bl else target).shape[0]
+    target = np.asarray(target.data if isinstance(target, Tensor) else target)
+    shape = logits.shape[1:] if bl else logits.shape
+    if not bl:
+        logits = ops.Expand.apply(ops.Reshape.apply(logits, (1,) + shape), (batch,) + shape)
+    F.check_target(shape, target[0] if bt else target)
+    if bt:
+        F.check_target((target.size,) + shape[1:], target.reshape(-1))
+    target = np.broadcast_to(target, (batch,) + shape[:1])
+    picked = ops.Index.apply(F.LogSoftmax.apply(logits, 2),
+                             (np.arange(batch)[:, None], np.arange(shape[0])[None, :], target))
+    return -ops.Mean.apply(picked, (1,))
+
+
+def linear(cls, args, batched):
+    (x, w, b), (bx, bw, bb) = args, batched
+    wt = permute(None, (w, (1, 0)), None) if bw else ops.Permute.apply(w, (1, 0))
+    out = matmul(None, (x, wt), (bx, bw))
+    return out if b is None else elementwise(ops.Add, (out, b), (True, bb))
+
+
+RULES = {
+    ops.Add: elementwise, ops.Sub: elementwise, ops.Mul: elementwise, ops.Div: elementwise,
+    ops.Pow: elementwise, ops.Where: elementwise, ops.Compare: elementwise,
+    ops.Alias: unary, ops.Neg: unary, ops.Conj: unary, ops.Exp: unary, ops.Tanh: unary,
+    ops.Sigmoid: unary, ops.Log: unary, ops.ReLU: unary,
+    ops.Sum: reduction, ops.Mean: reduction, ops.Max: reduction,
+    ops.MatMul: matmul, ops.Reshape: reshape, ops.Permute: permute, ops.Expand: expand,
+    ops.SumTo: sum_to, ops.Index: index, ops.IndexAdd: index_add,
+    F.Softmax: softmax, F.LogSoftmax: softmax, F.CrossEntropy: cross_entropy, F.Linear: linear,
+}
+
+
+def batch_rule(cls):
+    rule = RULES.get(cls)
+    if rule is None:
+        raise NotImplementedError(
+            "vmap: %s has no batching rule; add one to minigrad/batching.py's RULES, or call "
+            "it outside vmap" % cls.__name__)
+    return rule

@@ -1,0 +1,47 @@
+"""Type promotion of two operands, as torch does it (minigrad's default float is float64)."""
+
+import numpy as np
+
+from minigrad.tensor import Tensor
+
+# torch's dtype categories: a higher category wins regardless of size.
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+
+
+def _promote_types(da, db):
+    """Two dtypes of equal rank: the higher category's dtype wins (int64 + float32 is float32),
+    within a category the wider one (float32 + float64 is float64)."""
+    ca, cb = _CATEGORY[da.kind], _CATEGORY[db.kind]
+    if ca == cb or min(ca, cb) >= 2:
+        return np.result_type(da, db)
+    return da if ca > cb else db
+
+
+def _result_dtype(a, b):
+    """torch's type promotion (combine_categories) for two arrays of different dtypes: a
+    tensor with dimensions outranks a 0-d one, whose dtype counts only where its category is
+    higher (float32 [n] + float64 0-d is float32, int32 [n] + float64 0-d is float64, float32
+    [n] + complex128 0-d is complex64). Python numbers already promote as in torch under
+    NumPy 2's rules, float64 being minigrad's default float."""
+    if (a.ndim > 0) == (b.ndim > 0):
+        return _promote_types(a.dtype, b.dtype)
+    high, low = (a.dtype, b.dtype) if a.ndim > 0 else (b.dtype, a.dtype)
+    if high.kind == "c":
+        return high
+    if low.kind == "c":
+        return np.result_type(high, np.complex64) if high.kind == "f" else low
+    if high.kind == "f":
+        return high
+    if high.kind == "b" or low.kind == "f":
+        return _promote_types(high, low)
+    return high
+
+
+def _operands(a, b):
+    """The two operands' arrays, cast to their common dtype when both are arrays."""
+    x = a.data if a.__class__ is Tensor else a
+    y = b.data if b.__class__ is Tensor else b
+    if (x.__class__ is np.ndarray and y.__class__ is np.ndarray and x.dtype != y.dtype):
+        dtype = _result_dtype(x, y)
+        x, y = x.astype(dtype, copy=False), y.astype(dtype, copy=False)
+    return x, y

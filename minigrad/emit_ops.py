@@ -1,0 +1,348 @@
+"""StableHLO for each operation: one row per op class, used by minigrad.hlo.
+
+A row takes the Emitter, the operation's arguments and its (eagerly computed)
+result, whose shape and dtype the StableHLO must reproduce, and returns the SSA
+name of the result. Broadcasting and dtype promotion, implicit in NumPy, are
+made explicit (broadcast_in_dim, convert) from the result's shape and dtype.
+"""
+
+import numpy as np
+
+from minigrad import functional as F
+from minigrad import ops
+from minigrad.tensor import Tensor
+
+_TYPES = {"f4": "f32", "f8": "f64", "i8": "i64", "i4": "i32", "i2": "i16", "i1": "i8",
+          "u1": "ui8", "b1": "i1", "f2": "f16"}
+
+
+def _list(values):
+    return "[%s]" % ", ".join(str(int(v)) for v in values)
+
+
+class Emitter:
+    def __init__(self):
+        self.lines, self.names, self.count = [], {}, 0
+
+    @staticmethod
+    def type(shape, dtype):
+        code = np.dtype(dtype).str[1:]
+        if code not in _TYPES:
+            raise NotImplementedError("hlo: dtype %s is not supported" % np.dtype(dtype))
+        return "tensor<%s>" % "x".join([str(n) for n in shape] + [_TYPES[code]])
+
+    def bind(self, tensor, name):
+        self.names[id(tensor)] = (name, tensor)  # the tensor is kept alive with its name
+
+    def op(self, text, shape, dtype, operand_types=None):
+        """Emits `%vN = text : type`; with operand_types, the functional type form."""
+        name = "%%v%d" % self.count
+        self.count += 1
+        result = self.type(shape, dtype)
+        if operand_types is None:
+            self.lines.append("%s = %s : %s" % (name, text, result))
+        else:
+            self.lines.append("%s = %s : (%s) -> %s" % (name, text, ", ".join(operand_types), result))
+        return name
+
+    def constant(self, array):
+        array = np.asarray(array)
+        if array.dtype == bool:
+            body = "true" if array.all() else "false" if not array.any() else str(
+                array.tolist()).replace("True", "true").replace("False", "false")
+        else:
+            flat = np.ascontiguousarray(array).reshape(-1)
+            splat = flat.size and (flat == flat[0]).all() and not np.isnan(flat[0]) or (
+                flat.size and np.isnan(flat).all())
+            body = '"0x%s"' % (flat[:1] if splat else flat).tobytes().hex().upper()
+        return self.op("stablehlo.constant dense<%s>" % body, array.shape, array.dtype)
+
+    def value(self, v, dtype=None):
+        """The SSA name of a tensor, an array or a number (as `dtype`, if given)."""
+        if isinstance(v, Tensor) and id(v) in self.names:
+            return self.names[id(v)][0]
+        array = np.asarray(v.data if isinstance(v, Tensor) else v)
+        return self.constant(array.astype(dtype) if dtype is not None else array)
+
+    def cast(self, name, shape, src, dst):
+        if np.dtype(src) == np.dtype(dst):
+            return name
+        return self.op("stablehlo.convert %s" % name, shape, dst, [self.type(shape, src)])
+
+    def broadcast(self, name, shape, dtype, to):
+        shape, to = tuple(shape), tuple(to)
+        if shape == to:
+            return name
+        dims = list(range(len(to) - len(shape), len(to)))
+        return self.op("stablehlo.broadcast_in_dim %s, dims = %s" % (name, _list(dims)), to, dtype,
+                       [self.type(shape, dtype)])
+
+    def operand(self, v, shape, dtype):
+        """v converted to dtype and broadcast to shape."""
+        array = v.data if isinstance(v, Tensor) else np.asarray(v)
+        if not isinstance(v, Tensor) and array.ndim == 0:  # a number: a constant of the dtype
+            return self.broadcast(self.value(array, dtype), (), dtype, shape)
+        name = self.cast(self.value(v), array.shape, array.dtype, dtype)
+        return self.broadcast(name, array.shape, dtype, shape)
+
+    def reduce(self, name, shape, dtype, axes, kind):
+        """Reduces `axes` of a (shape, dtype) value with stablehlo.add or maximum."""
+        init = 0 if kind == "add" else (-np.inf if np.dtype(dtype).kind == "f" else np.iinfo(dtype).min)
+        zero = self.value(np.array(init, dtype))
+        out = tuple(n for i, n in enumerate(shape) if i not in axes)
+        return self.op("stablehlo.reduce(%s init: %s) applies stablehlo.%s across dimensions = %s"
+                       % (name, zero, kind, _list(sorted(axes))), out, dtype,
+                       [self.type(shape, dtype), self.type((), dtype)])
+
+    def reshape(self, name, shape, dtype, to):
+        if tuple(shape) == tuple(to):
+            return name
+        return self.op("stablehlo.reshape %s" % name, to, dtype, [self.type(shape, dtype)])
+
+
+def _elementwise(kind):
+    def rule(em, args, out):
+        names = [em.operand(v, out.shape, out.dtype) for v in args]
+        return em.op("stablehlo.%s %s" % (kind, ", ".join(names)), out.shape, out.dtype)
+    return rule
+
+
+_DIRECTIONS = {np.greater: "GT", np.greater_equal: "GE", np.equal: "EQ", np.not_equal: "NE",
+               np.less: "LT", np.less_equal: "LE", ops.real_greater_equal: "GE"}
+
+
+def _compare(em, args, out):
+    ufunc, a, b = args
+    if ufunc is np.logical_and:
+        return em.op("stablehlo.and %s, %s" % (em.operand(a, out.shape, bool),
+                                                em.operand(b, out.shape, bool)), out.shape, bool)
+    dtype = np.result_type(a.data if isinstance(a, Tensor) else a, b.data if isinstance(b, Tensor) else b)
+    names = [em.operand(v, out.shape, dtype) for v in (a, b)]
+    return em.op("stablehlo.compare %s, %s" % (_DIRECTIONS[ufunc], ", ".join(names)), out.shape,
+                 bool, [em.type(out.shape, dtype)] * 2)
+
+
+def _where(em, args, out):
+    cond, a, b = args
+    names = [em.operand(cond, out.shape, bool)] + [em.operand(v, out.shape, out.dtype) for v in (a, b)]
+    return em.op("stablehlo.select %s" % ", ".join(names), out.shape, out.dtype,
+                 [em.type(out.shape, bool)] + [em.type(out.shape, out.dtype)] * 2)
+
+
+def _unary(kind):
+    def rule(em, args, out):
+        name = em.operand(args[0], out.shape, out.dtype)
+        return em.op("stablehlo.%s %s" % (kind, name), out.shape, out.dtype)
+    return rule
+
+
+def _relu(em, args, out):
+    zero = em.operand(np.zeros((), out.dtype), out.shape, out.dtype)
+    return em.op("stablehlo.maximum %s, %s" % (em.operand(args[0], out.shape, out.dtype), zero),
+                 out.shape, out.dtype)
+
+
+def _dot(em, a, sa, b, sb, dtype, contract_a, contract_b, batch=0):
+    """dot_general of values a, b (names, shapes sa, sb) over their first `batch` dims,
+    contracting one dim of each; returns (name, shape)."""
+    out = sa[:batch] + tuple(n for i, n in enumerate(sa) if i >= batch and i != contract_a) + tuple(
+        n for i, n in enumerate(sb) if i >= batch and i != contract_b)
+    batching = "batching_dims = %s x %s, " % (_list(range(batch)), _list(range(batch))) if batch else ""
+    return em.op("stablehlo.dot_general %s, %s, %scontracting_dims = [%d] x [%d]"
+                 % (a, b, batching, contract_a, contract_b), out, dtype,
+                 [em.type(sa, dtype), em.type(sb, dtype)]), out
+
+
+def _matmul(em, args, out):
+    a, b = (v if isinstance(v, Tensor) else Tensor._wrap(np.asarray(v)) for v in args)
+    dtype = out.dtype
+    sa = a.shape if a.ndim > 1 else (1,) + a.shape  # vectors as one-row / one-column matrices
+    sb = b.shape if b.ndim > 1 else b.shape + (1,)
+    lead = np.broadcast_shapes(sa[:-2], sb[:-2])
+    names = []
+    for v, s in ((a, sa), (b, sb)):
+        name = em.reshape(em.operand(v, v.shape, dtype), v.shape, dtype, s)
+        names.append(em.broadcast(name, s, dtype, lead + s[-2:]))
+    name, shape = _dot(em, names[0], lead + sa[-2:], names[1], lead + sb[-2:], dtype,
+                       len(lead) + 1, len(lead), batch=len(lead))
+    return em.reshape(name, shape, dtype, out.shape)
+
+
+def _reduced(em, args, out, kind):
+    a, dim, keepdim = tuple(args) + (None, False)[len(args) - 1:]
+    axes = ops._axes("reduce", dim, a.shape)
+    axes = tuple(range(a.ndim)) if axes is None else axes
+    name = em.reduce(em.operand(a, a.shape, out.dtype), a.shape, out.dtype, axes, kind)
+    shape = tuple(n for i, n in enumerate(a.shape) if i not in axes)
+    return em.reshape(name, shape, out.dtype, out.shape), axes
+
+
+def _sum(em, args, out):
+    return _reduced(em, args, out, "add")[0]
+
+
+def _mean(em, args, out):
+    name, axes = _reduced(em, args, out, "add")
+    count = int(np.prod([args[0].shape[i] for i in axes]))
+    return em.op("stablehlo.divide %s, %s" % (name, em.operand(np.array(count, out.dtype), out.shape,
+                                                                 out.dtype)), out.shape, out.dtype)
+
+
+def _max(em, args, out):
+    return _reduced(em, args, out, "maximum")[0]
+
+
+def _permute(em, args, out):
+    a, axes = args
+    return em.op("stablehlo.transpose %s, dims = %s" % (em.value(a), _list(axes)), out.shape,
+                 out.dtype, [em.type(a.shape, a.dtype)])
+
+
+def _sum_to(em, args, out):
+    a, shape = args
+    lead = a.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape)
+                                      if n == 1 and a.shape[lead + i] != 1)
+    name = em.reduce(em.value(a), a.shape, a.dtype, axes, "add") if axes else em.value(a)
+    kept = tuple(n for i, n in enumerate(a.shape) if i not in axes)
+    return em.reshape(name, kept, out.dtype, out.shape)
+
+
+def _basic_index(index, shape):
+    """(start, limit, stride) per dim, the sliced shape before ints are dropped; or None for
+    advanced or reversed indexing (not exported)."""
+    index = index if isinstance(index, tuple) else (index,)
+    if any(isinstance(i, (np.ndarray, list, Tensor)) for i in index):
+        return None
+    explicit = [i for i in index if i is not None and i is not Ellipsis]
+    if Ellipsis in index:
+        k = index.index(Ellipsis)
+        index = index[:k] + (slice(None),) * (len(shape) - len(explicit)) + index[k + 1:]
+    index = [i for i in index if i is not None] + [slice(None)] * (len(shape) - len(explicit))
+    limits = []
+    for i, n in zip(index, shape):
+        if isinstance(i, slice):
+            start, stop, step = i.indices(n)
+            if step < 0:
+                return None
+            stop = max(stop, start)
+            limits.append((start, start + max(0, -(-(stop - start) // step) - 1) * step + (stop > start), step))
+        else:
+            i = int(i) % n
+            limits.append((i, i + 1, 1))
+    return limits
+
+
+def _index(em, args, out):
+    a, index = args
+    limits = _basic_index(index, a.shape)
+    if limits is None:
+        raise NotImplementedError("hlo: only basic indexing (ints, slices with positive steps, "
+                                  "None, ...) is exported, not %r" % (index,))
+    sliced = tuple(len(range(s, l, st)) for s, l, st in limits)
+    text = "stablehlo.slice %s [%s]" % (em.value(a), ", ".join("%d:%d:%d" % x for x in limits))
+    name = em.op(text, sliced, out.dtype, [em.type(a.shape, a.dtype)])
+    return em.reshape(name, sliced, out.dtype, out.shape)
+
+
+def _index_add(em, args, out):
+    a, index, shape = args
+    limits = _basic_index(index, shape)
+    if limits is None or (isinstance(index, tuple) and len(set(map(id, index))) != len(index)):
+        raise NotImplementedError("hlo: the gradient of indexing is exported for basic "
+                                  "indexing only, not %r" % (index,))
+    sliced = tuple(len(range(s, l, st)) for s, l, st in limits)
+    name = em.reshape(em.operand(a, a.shape, out.dtype), a.shape, out.dtype, sliced)
+    low = [s for s, _, _ in limits]
+    interior = [st - 1 for _, _, st in limits]
+    high = [n - (s + (k - 1) * st + 1) if k else n - s for (s, _, st), k, n in zip(limits, sliced, shape)]
+    zero = em.value(np.zeros((), out.dtype))
+    return em.op("stablehlo.pad %s, %s, low = %s, high = %s, interior = %s"
+                 % (name, zero, _list(low), _list(high), _list(interior)), out.shape, out.dtype,
+                 [em.type(sliced, out.dtype), em.type((), out.dtype)])
+
+
+def _softmax_parts(em, x, shape, dtype, axis):
+    """(x - max, sum(exp(x - max))) along axis, both broadcast back to shape."""
+    back = lambda name: em.op("stablehlo.broadcast_in_dim %s, dims = %s" % (
+        name, _list(i for i in range(len(shape)) if i != axis)), shape, dtype,
+        [em.type(tuple(n for i, n in enumerate(shape) if i != axis), dtype)])
+    m = back(em.reduce(x, shape, dtype, (axis,), "maximum"))
+    shifted = em.op("stablehlo.subtract %s, %s" % (x, m), shape, dtype)
+    e = em.op("stablehlo.exponential %s" % shifted, shape, dtype)
+    return shifted, e, back(em.reduce(e, shape, dtype, (axis,), "add"))
+
+
+def _softmax(log):
+    def rule(em, args, out):
+        x, dim = args
+        shape = out.shape if out.ndim else (1,)
+        name = em.reshape(em.operand(x, x.shape, out.dtype), x.shape, out.dtype, shape)
+        shifted, e, total = _softmax_parts(em, name, shape, out.dtype, F._dim("softmax", out.shape, dim))
+        if log:
+            result = em.op("stablehlo.subtract %s, %s" % (
+                shifted, em.op("stablehlo.log %s" % total, shape, out.dtype)), shape, out.dtype)
+        else:
+            result = em.op("stablehlo.divide %s, %s" % (e, total), shape, out.dtype)
+        return em.reshape(result, shape, out.dtype, out.shape)
+    return rule
+
+
+def _onehot(em, target, shape, dtype):
+    """(n, classes) of dtype: 1 at each row's target, else 0."""
+    t = target if isinstance(target, Tensor) else Tensor._wrap(np.asarray(target))
+    index = em.op("stablehlo.broadcast_in_dim %s, dims = [0]" % em.value(t), shape, t.dtype,
+                  [em.type(t.shape, t.dtype)])
+    iota = em.op("stablehlo.iota dim = 1", shape, t.dtype)
+    hit = em.op("stablehlo.compare EQ, %s, %s" % (index, iota), shape, bool, [em.type(shape, t.dtype)] * 2)
+    return em.cast(hit, shape, bool, dtype)
+
+
+def _cross_entropy(em, args, out):
+    logits, target = args
+    shape, dtype = logits.shape, out.dtype
+    x = em.operand(logits, shape, dtype)
+    shifted, _, total = _softmax_parts(em, x, shape, dtype, 1)
+    logp = em.op("stablehlo.subtract %s, %s" % (shifted, em.op("stablehlo.log %s" % total, shape, dtype)),
+                 shape, dtype)
+    picked = em.op("stablehlo.multiply %s, %s" % (logp, _onehot(em, target, shape, dtype)), shape, dtype)
+    total = em.reduce(picked, shape, dtype, (0, 1), "add")
+    return em.op("stablehlo.divide %s, %s" % (em.op("stablehlo.negate %s" % total, (), dtype),
+                                               em.value(np.array(shape[0], dtype))), (), dtype)
+
+
+def _cross_entropy_grad(em, args, out):
+    logits, target, grad = args[:3]
+    shape, dtype = logits.shape, out.dtype
+    _, e, total = _softmax_parts(em, em.operand(logits, shape, dtype), shape, dtype, 1)
+    diff = em.op("stablehlo.subtract %s, %s" % (em.op("stablehlo.divide %s, %s" % (e, total), shape, dtype),
+                                                 _onehot(em, target, shape, dtype)), shape, dtype)
+    scale = em.op("stablehlo.divide %s, %s" % (em.operand(grad, (), dtype),
+                                                em.value(np.array(shape[0], dtype))), (), dtype)
+    return em.op("stablehlo.multiply %s, %s" % (diff, em.broadcast(scale, (), dtype, shape)), shape, dtype)
+
+
+def _linear(em, args, out):
+    x, w, b = args
+    name, shape = _dot(em, em.operand(x, x.shape, out.dtype), x.shape, em.operand(w, w.shape, out.dtype),
+                       w.shape, out.dtype, x.ndim - 1, 1)
+    if b is None:
+        return name
+    return em.op("stablehlo.add %s, %s" % (name, em.operand(b, out.shape, out.dtype)), out.shape, out.dtype)
+
+
+EMIT = {
+    ops.Add: _elementwise("add"), ops.Sub: _elementwise("subtract"),
+    ops.Mul: _elementwise("multiply"), ops.Div: _elementwise("divide"),
+    ops.Pow: _elementwise("power"), ops.Where: _where, ops.Compare: _compare,
+    ops.Neg: _unary("negate"), ops.Exp: _unary("exponential"), ops.Log: _unary("log"),
+    ops.Tanh: _unary("tanh"), ops.Sigmoid: _unary("logistic"), ops.ReLU: _relu,
+    ops.Alias: lambda em, args, out: em.value(args[0]),
+    ops.MatMul: _matmul, ops.Sum: _sum, ops.Mean: _mean, ops.Max: _max,
+    ops.Reshape: lambda em, args, out: em.reshape(em.value(args[0]), args[0].shape, out.dtype, out.shape),
+    ops.Permute: _permute,
+    ops.Expand: lambda em, args, out: em.broadcast(em.value(args[0]), args[0].shape, out.dtype, out.shape),
+    ops.SumTo: _sum_to, ops.Index: _index, ops.IndexAdd: _index_add,
+    F.Softmax: _softmax(False), F.LogSoftmax: _softmax(True),
+    F.CrossEntropy: _cross_entropy, F.CrossEntropyGrad: _cross_entropy_grad, F.Linear: _linear,
+}

@@ -1,0 +1,308 @@
+"""minigrad.func: torch.func's transforms, with their names and semantics.
+
+    from minigrad import func
+    per_example = func.vmap(func.grad(loss), in_dims=(None, 0, 0))(params, x, y)
+
+grad, vjp: reverse mode (the recorded graph, autograd.py). jvp: forward mode,
+a tangent pushed through every operation by its rule (tangents.py). vmap: each
+operation rewritten over a batch dimension by its rule (batching.py). jacrev
+and jacfwd take one vjp / jvp per basis vector; hessian is jacfwd(jacrev).
+Transforms compose: jvp and vmap are levels on a stack that Function.apply
+hands each operation to (innermost first); grad inside vmap copies unbatched
+inputs per example and differentiates the batched graph in one backward pass.
+Arguments may be tensors, arrays, numbers, or lists/tuples/dicts of them.
+Limits: one vmap level at a time (no vmap of vmap); indexing with batched index
+tensors inside vmap is refused.
+"""
+
+import numpy as np
+
+from minigrad import autograd, ops
+from minigrad.grad_mode import _State
+from minigrad.levels import (BatchLevel, ForwardLevel, Suspend, as_tensor, flatten,
+                             innermost_batch, unflatten)
+from minigrad.tensor import Tensor
+
+__all__ = ["grad", "hessian", "jacfwd", "jacrev", "jvp", "vjp", "vmap"]
+
+
+# -- reverse mode ---------------------------------------------------------------------------
+
+def _fresh_input(value, level):
+    """A new differentiable input standing for `value` (connected to it, if it is tracked)."""
+    t = as_tensor(value)
+    if t.dtype.kind not in "fc":
+        raise TypeError("grad/vjp: differentiated inputs must be floating point, got %s" % t.dtype)
+    if level is not None and t._batch is not level:
+        # Unbatched under vmap: one copy per example, so that each example's gradient is its own
+        # (a stride-0 view where nothing outside differentiates through it: no copy is made).
+        shape = (level.size,) + t.shape
+        if t.requires_grad:
+            with Suspend(level):
+                t = ops.Expand.apply(ops.Reshape.apply(t, (1,) + t.shape), shape)
+        else:
+            t = Tensor._wrap(np.broadcast_to(t.data, shape))
+        t._batch = level
+    # An operation, so that the levels outside (tangents, batch, trace) see x as t.
+    x = ops.Alias.apply(t)
+    if not t.requires_grad:
+        x.requires_grad = True  # a leaf of its own
+    return x
+
+
+def vjp(f, *primals, has_aux=False):
+    """(f(*primals), vjp_fn[, aux]); vjp_fn(cotangents) gives one gradient per primal."""
+    level = innermost_batch()
+    flat = [flatten(p) for p in primals]
+    inputs = [[_fresh_input(x, level) for x in leaves] for leaves, _ in flat]
+    out = f(*[unflatten(spec, xs) for (_, spec), xs in zip(flat, inputs)])
+    if has_aux:
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise ValueError("vjp(has_aux=True): f must return (output, aux)")
+        out, aux = out
+    out_leaves, out_spec = flatten(out)
+    all_inputs = [x for xs in inputs for x in xs]
+    tracked = any(as_tensor(x).requires_grad for leaves, _ in flat for x in leaves)
+
+    def vjp_fn(cotangents):
+        ct_leaves, _ = flatten(cotangents)
+        if len(ct_leaves) != len(out_leaves):
+            raise ValueError("vjp_fn: got %d cotangents for %d outputs" % (len(ct_leaves), len(out_leaves)))
+        cts = []
+        for o, c in zip(out_leaves, ct_leaves):
+            c = as_tensor(c)
+            if level is not None and o._batch is level and c._batch is not level:
+                with Suspend(level):
+                    c = ops.Expand.apply(ops.Reshape.apply(c, (1,) + c.shape), o.data.shape)
+                c._batch = level
+            if c.shape != o.shape:
+                raise ValueError("vjp_fn: cotangent of shape %s for an output of shape %s"
+                                 % (c.shape, o.shape))
+            cts.append(c)
+        live = [(o, c) for o, c in zip(out_leaves, cts) if o.requires_grad]
+        grads = [None] * len(all_inputs)
+        if live:
+            with Suspend(level):  # the batched graph is differentiated as it is
+                grads = autograd.grad([o for o, _ in live], all_inputs, [c for _, c in live],
+                                      retain_graph=True, create_graph=tracked, allow_unused=True)
+        result, k = [], 0
+        for (leaves, spec), xs in zip(flat, inputs):
+            gs = []
+            for x in xs:
+                g = grads[k] if grads[k] is not None else Tensor._wrap(np.zeros_like(x.data))
+                g._batch = x._batch
+                if level is not None:  # tangents computed with the batch in dim 0 carry it too
+                    for outer in _State.transforms:
+                        t = None if outer.batched else outer.tangent(g)
+                        if t is not None and t.data.shape == g.data.shape:
+                            t._batch = level
+                gs.append(g)
+                k += 1
+            result.append(unflatten(spec, gs))
+        return tuple(result)
+
+    return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+
+def _select(args, argnums):
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for i in nums:
+        if not -len(args) <= i < len(args):
+            raise ValueError("argnums %r is out of range for %d positional arguments" % (argnums, len(args)))
+
+    def call_with(f):
+        def g(*diff):
+            full = list(args)
+            for i, d in zip(nums, diff):
+                full[i] = d
+            return f(*full)
+        return g
+    return nums, call_with
+
+
+def grad(f, argnums=0, has_aux=False):
+    """The gradient of f's scalar output with respect to the argument(s) `argnums`."""
+    def wrapped(*args):
+        nums, call_with = _select(args, argnums)
+        result = vjp(call_with(f), *[args[i] for i in nums], has_aux=has_aux)
+        out = result[0]
+        batched = isinstance(out, Tensor) and out._batch is not None and out._batch is innermost_batch()
+        if not isinstance(out, Tensor) or out.data.ndim - batched != 0:
+            raise RuntimeError("grad: f must return a scalar (0-d) Tensor, got %s; use vjp or "
+                               "jacrev for other outputs" % (
+                                   "shape %s" % (out.shape,) if isinstance(out, Tensor)
+                                   else type(out).__name__))
+        ones = Tensor._wrap(np.ones(out.data.shape, out.dtype))
+        ones._batch = out._batch
+        grads = result[1](ones)
+        grads = grads[0] if isinstance(argnums, int) else grads
+        return (grads, result[2]) if has_aux else grads
+    return wrapped
+
+
+# -- forward mode ---------------------------------------------------------------------------
+
+def jvp(f, primals, tangents, has_aux=False):
+    """(f(*primals), the directional derivative along `tangents`[, aux]), in forward mode."""
+    if not isinstance(primals, tuple) or not isinstance(tangents, tuple):
+        raise TypeError("jvp: primals and tangents must be tuples (as in torch.func)")
+    p_leaves, spec = flatten(primals)
+    t_leaves, _ = flatten(tangents)
+    if len(p_leaves) != len(t_leaves):
+        raise ValueError("jvp: %d primals and %d tangents" % (len(p_leaves), len(t_leaves)))
+    level, batch = ForwardLevel(), innermost_batch()
+    inputs = []
+    for p, t in zip(p_leaves, t_leaves):
+        x, t = ops.Alias.apply(as_tensor(p)), as_tensor(t)
+        if t.shape != x.shape:
+            raise ValueError("jvp: tangent of shape %s for a primal of shape %s" % (t.shape, x.shape))
+        if batch is not None and x._batch is batch and t._batch is not batch:
+            # Under vmap, a shared tangent of a batched primal gets the batch dim too (a stride-0
+            # view), so that a backward pass run on the whole batch can carry it.
+            t = Tensor._wrap(np.broadcast_to(t.data, x.data.shape))
+            t._batch = batch
+        level.tangents[id(x)] = (x, t)
+        inputs.append(x)
+    with level:
+        out = f(*unflatten(spec, inputs))
+    aux = None
+    if has_aux:
+        out, aux = out
+    out_leaves, out_spec = flatten(out)
+    outs = []
+    for o in out_leaves:
+        t = level.tangent(o)
+        if t is None:  # no dependence on the primals: a zero tangent, batched as o is
+            t = Tensor._wrap(np.zeros_like(o.data))
+            t._batch = o._batch
+        outs.append(t)
+    result = (out, unflatten(out_spec, outs))
+    return result + (aux,) if has_aux else result
+
+
+# -- Jacobians ------------------------------------------------------------------------------
+
+def _stack(parts, shape, last=False):
+    """Tensors of one shape stacked into `shape` along a new first (or last) dim, recorded so
+    that transforms outside see through it."""
+    total = None
+    for k, part in enumerate(parts):
+        index = (Ellipsis, k) if last else (k,)
+        placed = ops.IndexAdd.apply(part, index, shape)
+        total = placed if total is None else total + placed
+    return total
+
+
+def jacrev(f, argnums=0):
+    """The Jacobian of f by reverse mode: shape output.shape + input.shape."""
+    def wrapped(*args):
+        nums, call_with = _select(args, argnums)
+        out, fn = vjp(call_with(f), *[as_tensor(args[i]) for i in nums])
+        rows = []
+        size = int(np.prod(out.shape))  # inside vmap: one example's
+        for k in range(size):
+            basis = np.zeros(size, out.dtype)
+            basis[k] = 1
+            rows.append(fn(Tensor._wrap(basis.reshape(out.shape))))
+        jacs = []
+        for j, i in enumerate(nums):
+            shape = as_tensor(args[i]).shape
+            jacs.append(ops.Reshape.apply(_stack([r[j] for r in rows], (size,) + shape),
+                                          out.shape + shape))
+        return jacs[0] if isinstance(argnums, int) else tuple(jacs)
+    return wrapped
+
+
+def jacfwd(f, argnums=0):
+    """The Jacobian of f by forward mode: shape output.shape + input.shape."""
+    def wrapped(*args):
+        nums, call_with = _select(args, argnums)
+        primals = tuple(as_tensor(args[i]) for i in nums)
+        jacs = []
+        for j, x in enumerate(primals):
+            cols = []
+            size = int(np.prod(x.shape))  # inside vmap: one example's
+            for e in range(size):
+                basis = [Tensor._wrap(np.zeros(p.shape, p.dtype)) for p in primals]
+                basis[j].data.reshape(-1)[e] = 1
+                out, col = jvp(call_with(f), primals, tuple(basis))
+                cols.append(col)
+            jac = _stack(cols, out.shape + (size,), last=True)
+            jacs.append(ops.Reshape.apply(jac, out.shape + x.shape))
+        return jacs[0] if isinstance(argnums, int) else tuple(jacs)
+    return wrapped
+
+
+def hessian(f, argnums=0):
+    """The Hessian of a scalar f: forward mode over reverse mode (as torch.func.hessian)."""
+    return jacfwd(jacrev(f, argnums), argnums)
+
+
+# -- vmap -----------------------------------------------------------------------------------
+
+def _per_arg(dims, args, name):
+    if isinstance(dims, (int, type(None))):
+        return (dims,) * len(args)
+    if len(dims) != len(args):
+        raise ValueError("vmap: %s has %d entries for %d arguments" % (name, len(dims), len(args)))
+    return tuple(dims)
+
+
+def vmap(f, in_dims=0, out_dims=0):
+    """f over a batch: in_dims says which dim of each argument is the batch (None: shared),
+    out_dims where the batch goes in each output. Each operation runs once over the batch."""
+    def wrapped(*args):
+        if any(level.batched for level in _State.transforms):
+            raise NotImplementedError("vmap inside vmap is not supported; fold the two batch "
+                                      "dims into one (reshape) and vmap once")
+        size, prepared = None, []
+        for arg, dim in zip(args, _per_arg(in_dims, args, "in_dims")):
+            leaves, spec = flatten(arg)
+            if dim is not None:
+                moved = []
+                for leaf in leaves:
+                    t = as_tensor(leaf)
+                    if not -t.ndim <= dim < t.ndim:
+                        raise ValueError("vmap: in_dim %d is out of range for an argument of shape "
+                                         "%s" % (dim, t.shape))
+                    d = dim % t.ndim
+                    if size is not None and t.shape[d] != size:
+                        raise ValueError("vmap: in_dims give batch sizes %d and %d; every batched "
+                                         "argument needs the same size" % (size, t.shape[d]))
+                    size = t.shape[d]
+                    order = (d,) + tuple(k for k in range(t.ndim) if k != d)
+                    moved.append(ops.Permute.apply(t, order) if d else ops.Alias.apply(t))
+                leaves = moved
+            prepared.append((leaves, spec, dim is not None))
+        if size is None:
+            raise ValueError("vmap: at least one argument must be batched (in_dims all None)")
+        level = BatchLevel(size)
+        for leaves, _, batched in prepared:
+            for t in leaves if batched else ():
+                t._batch = level
+        with level:
+            out = f(*[unflatten(spec, leaves) for leaves, spec, _ in prepared])
+        out_leaves, spec = flatten(out)
+        if isinstance(out_dims, (int, type(None))):
+            dims = [out_dims] * len(out_leaves)
+        else:  # one entry per output, for all the tensors in it
+            tops = out if isinstance(out, tuple) else (out,)
+            dims = [d for top, d in zip(tops, _per_arg(out_dims, tops, "out_dims"))
+                    for _ in flatten(top)[0]]
+        results = []
+        for o, dim in zip(out_leaves, dims):
+            if not isinstance(o, Tensor):
+                results.append(o)
+                continue
+            if o._batch is not level:
+                if dim is None:
+                    results.append(o)
+                    continue
+                o = ops.Expand.apply(ops.Reshape.apply(o, (1,) + o.shape), (size,) + o.shape)
+            elif dim is None:
+                raise ValueError("vmap: out_dims is None for an output that depends on the batch")
+            d = dim % o.ndim
+            order = tuple(range(1, d + 1)) + (0,) + tuple(range(d + 1, o.ndim))
+            results.append(ops.Permute.apply(o, order) if d else ops.Alias.apply(o))
+        return unflatten(spec, results)
+    return wrapped

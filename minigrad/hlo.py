@@ -1,0 +1,157 @@
+"""minigrad.hlo: minigrad programs as StableHLO (MLIR text), compiled and run by XLA.
+
+    text = hlo.export(loss, params, x, y, grad=True)   # forward and minigrad's backward
+    step = hlo.jit(train_step)                          # compiled once per argument shapes
+    loss, params = step(params, x, y)
+
+export runs f once on the example arguments with a trace level on the transform
+stack (levels.py), which records every operation: class, arguments, result.
+With grad=True, minigrad's own backward pass runs under the trace too, so the
+backward graph emitted is the one minigrad records, op by op. Each operation
+becomes StableHLO ops by its row in EMIT (emit_ops.py); tensors and arrays among
+the arguments are the program's inputs, anything else it did not compute is a
+constant. jit(f) traces f once per argument signature, compiles the text with
+XLA's CPU backend through jax's backend API (jax==0.10.2, pinned: the API is
+not public), and runs it; its outputs are plain tensors (not differentiable).
+"""
+
+import numpy as np
+
+from minigrad import autograd
+from minigrad.emit_ops import EMIT, Emitter
+from minigrad.levels import Level, Suspend, flatten, unflatten
+from minigrad.tensor import Tensor
+
+__all__ = ["export", "jit"]
+
+
+class _Trace(Level):
+    """Records each operation (class, arguments, result) as it runs."""
+
+    traces = True
+
+    def __init__(self):
+        self.nodes = []
+
+    def process(self, cls, args):
+        with Suspend(self):
+            out = cls.apply(*args)
+        if cls not in EMIT:
+            raise NotImplementedError("hlo: %s has no StableHLO rule; add one to minigrad/emit_ops.py's "
+                                      "EMIT, or keep it out of the exported function" % cls.__name__)
+        self.nodes.append((cls, args, out))
+        return out
+
+
+def _inputs(args, grad):
+    """The flattened arguments: arrays and tensors become the program's inputs (fresh leaves,
+    requiring grad when grad=True and floating point); numbers stay constants."""
+    leaves, spec = flatten(args)
+    inputs, values = [], []
+    for leaf in leaves:
+        if isinstance(leaf, (Tensor, np.ndarray)):
+            array = leaf.data if isinstance(leaf, Tensor) else leaf
+            t = Tensor._wrap(np.ascontiguousarray(array))
+            if grad and array.dtype.kind == "f":
+                t.requires_grad = True
+            inputs.append(t)
+            values.append(t)
+        else:
+            values.append(leaf)
+    return inputs, unflatten(spec, values)
+
+
+def _trace(f, args, grad):
+    inputs, rebuilt = _inputs(args, grad)
+    trace = _Trace()
+    with trace:
+        out = f(*rebuilt)
+        outs, out_spec = flatten(out)
+        if grad:
+            if len(outs) != 1 or not isinstance(outs[0], Tensor) or outs[0].data.size != 1:
+                raise ValueError("hlo.export(grad=True): f must return one scalar tensor")
+            wrt = [t for t in inputs if t.requires_grad]
+            grads = autograd.grad(outs[0], wrt, allow_unused=True)
+            grads = [g if g is not None else Tensor._wrap(np.zeros_like(t.data))
+                     for g, t in zip(grads, wrt)]
+            outs = outs + grads
+            out_spec = (tuple, [None] * len(outs))  # (output, gradient, gradient, ...)
+    for o in outs:
+        if not isinstance(o, Tensor):
+            raise TypeError("hlo: f's outputs must be tensors, got %s" % type(o).__name__)
+    return inputs, trace.nodes, outs, out_spec
+
+
+def _module(inputs, nodes, outs):
+    em = Emitter()
+    for k, t in enumerate(inputs):
+        em.bind(t, "%%arg%d" % k)
+    for cls, args, out in nodes:
+        em.bind(out, EMIT[cls](em, args, out))
+    results = [em.value(o) for o in outs]
+    signature = ", ".join("%%arg%d: %s" % (k, em.type(t.data.shape, t.data.dtype))
+                          for k, t in enumerate(inputs))
+    types = ", ".join(em.type(o.data.shape, o.data.dtype) for o in outs)
+    body = "\n".join("    " + line for line in em.lines)
+    return ("module @minigrad {\n  func.func public @main(%s) -> (%s) {\n%s\n    return %s : %s\n  }\n}\n"
+            % (signature, types, body, ", ".join(results), types))
+
+
+def export(f, *example_args, grad=False):
+    """StableHLO text of f on arguments like example_args; with grad=True (f returns a scalar),
+    the program returns f's output and its gradient with respect to each floating-point input
+    (in argument order), computed by the backward graph minigrad records."""
+    inputs, nodes, outs, _ = _trace(f, example_args, grad)
+    return _module(inputs, nodes, outs)
+
+
+def load(text, in_types, out_types):
+    """StableHLO text compiled by XLA's CPU backend: a function of arrays with the given
+    (shape, dtype) inputs, returning the outputs as arrays."""
+    import jax
+    from jax.extend import backend
+    jax.config.update("jax_enable_x64", True)  # float64 and int64 programs keep their dtypes
+    client = backend.get_backend("cpu")
+    device = client.devices()[0]
+    executable = client.compile_and_load(text, [device], backend.get_compile_options(1, 1))
+
+    def run(*arrays):
+        # execute() checks only the count and byte sizes of its arguments: check the rest.
+        if [(np.shape(a), np.asarray(a).dtype) for a in arrays] != [(tuple(s), np.dtype(d))
+                                                                    for s, d in in_types]:
+            raise TypeError("hlo: the program takes %s, got %s" % (
+                in_types, [(np.shape(a), np.asarray(a).dtype) for a in arrays]))
+        # One device_put for the whole list: per-array calls cost more than the step itself.
+        results = executable.execute(jax.device_put([np.ascontiguousarray(a) for a in arrays], device))
+        return [np.asarray(r).reshape(s) for r, (s, _) in zip(results, out_types)]
+    return run
+
+
+class _Compiled:
+    def __init__(self, f, args):
+        inputs, nodes, outs, self.out_spec = _trace(f, args, grad=False)
+        self.text = _module(inputs, nodes, outs)
+        self.run = load(self.text, [(t.data.shape, t.data.dtype) for t in inputs],
+                        [(o.data.shape, o.data.dtype) for o in outs])
+
+    def __call__(self, arrays):
+        return unflatten(self.out_spec, [Tensor._wrap(r) for r in self.run(*arrays)])
+
+
+def jit(f):
+    """f compiled by XLA: traced and compiled once per signature (the shapes and dtypes of its
+    array arguments, the values of its other arguments), then run by XLA on each call."""
+    cache = {}
+
+    def run(*args):
+        leaves, _ = flatten(args)
+        arrays = [(l.data if isinstance(l, Tensor) else l) for l in leaves
+                  if isinstance(l, (Tensor, np.ndarray))]
+        key = tuple((a.shape, a.dtype.str) for a in arrays) + tuple(
+            repr(l) for l in leaves if not isinstance(l, (Tensor, np.ndarray)))
+        compiled = cache.get(key)
+        if compiled is None:
+            compiled = cache[key] = _Compiled(f, args)
+        return compiled(arrays)
+    run.compiled = cache
+    return run

@@ -1,0 +1,120 @@
+"""The machinery under minigrad.func: pytrees, and the stack of transform levels.
+
+jvp and vmap push a level onto grad_mode._State.transforms; Function.apply hands
+every operation to the innermost level's process(), which computes it with that
+level taken off the stack (so the levels below see the primal computation) and
+adds its own part: a tangent (forward mode) or the batched rewrite (vmap).
+"""
+
+import numpy as np
+
+from minigrad import batching, ops, tangents
+from minigrad.grad_mode import _State
+from minigrad.tensor import Tensor
+
+
+# -- pytrees: nested lists, tuples and dicts -------------------------------------------------
+
+def flatten(tree):
+    if isinstance(tree, (list, tuple)):
+        parts = [flatten(t) for t in tree]
+        return [x for leaves, _ in parts for x in leaves], (type(tree), [s for _, s in parts])
+    if isinstance(tree, dict):
+        keys = list(tree)
+        leaves, spec = flatten([tree[k] for k in keys])
+        return leaves, (dict, keys, spec)
+    return [tree], None
+
+
+def unflatten(spec, leaves):
+    it = iter(leaves)
+
+    def build(s):
+        if s is None:
+            return next(it)
+        if s[0] is dict:
+            return dict(zip(s[1], build(s[2])))
+        return s[0](build(child) for child in s[1])
+    return build(spec)
+
+
+def as_tensor(value):
+    return value if isinstance(value, Tensor) else Tensor._wrap(np.asarray(value))
+
+
+# -- levels ---------------------------------------------------------------------------------
+
+class Level:
+    batched = False
+
+    def __enter__(self):
+        _State.transforms.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        assert _State.transforms.pop() is self
+
+
+class Suspend:
+    """Runs a block with `level` taken off the stack (and put back where it was)."""
+
+    def __init__(self, level):
+        self.level = level
+
+    def __enter__(self):
+        if self.level is not None:
+            stack = _State.transforms
+            self.at = next(i for i in range(len(stack) - 1, -1, -1) if stack[i] is self.level)
+            del stack[self.at]
+
+    def __exit__(self, *exc):
+        if self.level is not None:
+            _State.transforms.insert(self.at, self.level)
+
+
+class ForwardLevel(Level):
+    """jvp: tangents by tensor; each operation's tangent comes from its rule."""
+
+    def __init__(self):
+        self.tangents = {}  # id(tensor) -> (tensor, tangent); the tensor is kept alive
+
+    def tangent(self, t):
+        entry = self.tangents.get(id(t))
+        return entry[1] if entry is not None and entry[0] is t else None
+
+    def process(self, cls, args):
+        tans = [self.tangent(a) if a.__class__ is Tensor else None for a in args]
+        with Suspend(self):  # primal and tangent are computed by the levels below
+            out = cls.apply(*args)
+            t = None if all(x is None for x in tans) else tangents.tangent(cls, args, out, tans)
+        if t is not None:
+            self.tangents[id(out)] = (out, t)
+        return out
+
+
+class BatchLevel(Level):
+    """vmap: a tensor marked with this level holds the batch in its dim 0."""
+
+    batched = True
+
+    def __init__(self, size):
+        self.size = size
+
+    def process(self, cls, args):
+        flags = [a.__class__ is Tensor and a._batch is self for a in args]
+        with Suspend(self):
+            if not any(flags):
+                if cls is ops.Index:
+                    batching._batched_index(args[1])  # refuses batched index tensors
+                return cls.apply(*args)
+            out = batching.batch_rule(cls)(cls, args, flags)
+        out._batch = self
+        return out
+
+
+def innermost_batch():
+    """The vmap level on the stack, if any (there is at most one)."""
+    for level in _State.transforms:
+        if level.batched:
+            return level
+    return None

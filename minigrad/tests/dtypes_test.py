@@ -1,0 +1,136 @@
+"""The op table's second pass: dtype promotion, 0-d tensors and error messages, against torch."""
+
+import numpy as np
+import pytest
+import torch
+
+import minigrad
+from minigrad import functional as F
+
+torch.set_default_dtype(torch.float64)  # minigrad's default float dtype is float64
+
+BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+          "div": lambda a, b: a / b, "pow": lambda a, b: a ** b}
+
+# (left dtype, left shape, right dtype, right shape): dimensioned and 0-d tensors of each category.
+PAIRS = [
+    ("int64", (3,), "float32", (3,)),
+    ("int32", (3,), "float64", (3,)),
+    ("float32", (3,), "float64", (3,)),
+    ("float32", (3,), "float64", ()),
+    ("int32", (3,), "float64", ()),
+    ("int32", (3,), "int64", ()),
+    ("bool", (3,), "int32", (3,)),
+    ("uint8", (3,), "int8", (3,)),
+    ("float64", (), "float32", ()),
+    ("float32", (3,), "complex128", ()),
+    ("float64", (3,), "complex64", (3,)),
+]
+
+
+def _same_as_torch(op, a, b, ta, tb):
+    """op on minigrad's operands and torch's: the same dtype and values, or both refuse."""
+    try:
+        theirs = BINARY[op](ta, tb)
+    except RuntimeError as e:
+        assert "bool" in str(e)  # torch refuses subtraction with a bool: so does minigrad
+        with pytest.raises(TypeError, match="sub: subtraction with a bool tensor"):
+            BINARY[op](a, b)
+        return
+    mine = BINARY[op](a, b)
+    assert mine.dtype == np.dtype(str(theirs.dtype).replace("torch.", ""))
+    np.testing.assert_allclose(mine.data, theirs.numpy(), rtol=1e-6)
+
+
+def _array(dtype, shape, seed):
+    values = np.random.default_rng(seed).uniform(1, 3, shape)
+    return (values > 2 if dtype == "bool" else values).astype(dtype)
+
+
+@pytest.mark.parametrize("op", sorted(BINARY))
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: "%s%s-%s%s" % p)
+def test_binary_ops_promote_dtypes_like_torch(op, pair):
+    da, sa, db, sb = pair
+    a, b = _array(da, sa, 0), _array(db, sb, 1)
+    if op == "pow" and "bool" in (da, db):
+        pytest.skip("torch has no pow for bool")
+    _same_as_torch(op, minigrad.Tensor(a), minigrad.Tensor(b), torch.from_numpy(a), torch.from_numpy(b))
+
+
+@pytest.mark.parametrize("op", sorted(BINARY))
+@pytest.mark.parametrize("scalar", [2, 2.5, True])
+@pytest.mark.parametrize("dtype", ["int32", "float32", "float64", "bool"])
+def test_python_numbers_promote_like_torch(op, scalar, dtype):
+    if op == "pow" and (dtype == "bool" or scalar is True):
+        pytest.skip("torch has no pow for bool")
+    a = _array(dtype, (3,), 2)
+    _same_as_torch(op, minigrad.Tensor(a), scalar, torch.from_numpy(a), scalar)
+
+
+def test_gradients_of_mixed_precision_operands_keep_each_inputs_dtype():
+    x = minigrad.Tensor(np.ones(3, np.float32), requires_grad=True)
+    y = minigrad.Tensor(np.full(3, 2.0), requires_grad=True)
+    (x * y).sum().backward()
+    xt = torch.ones(3, dtype=torch.float32, requires_grad=True)
+    yt = torch.full((3,), 2.0, requires_grad=True)
+    (xt * yt).sum().backward()
+    assert x.grad.dtype == np.float32 and y.grad.dtype == np.float64
+    assert xt.grad.dtype == torch.float32 and yt.grad.dtype == torch.float64
+
+
+# Every op of the op table on 0-d inputs: value and gradient as torch's.
+ZERO_D = {
+    "add": lambda L, a, b: a + b, "sub": lambda L, a, b: a - b, "mul": lambda L, a, b: a * b,
+    "div": lambda L, a, b: a / b, "pow": lambda L, a, b: a ** b, "neg": lambda L, a, b: -a * b,
+    "exp": lambda L, a, b: a.exp() * b, "log": lambda L, a, b: a.log() * b,
+    "tanh": lambda L, a, b: a.tanh() * b, "sigmoid": lambda L, a, b: a.sigmoid() * b, "relu": lambda L, a, b: L.relu(a - b),
+    "sum": lambda L, a, b: a.sum() + b.sum(0), "mean": lambda L, a, b: a.mean() * b.mean(-1),
+    "max": lambda L, a, b: a.max() + L.max_dim(b, 0),
+    "reshape": lambda L, a, b: a.reshape(1, 1) * b.reshape(()),
+    "index": lambda L, a, b: a.reshape(1)[0] * b[None],
+    "softmax": lambda L, a, b: L.softmax(a, 0) + L.log_softmax(b, -1),
+    "matmul_of_reshaped": lambda L, a, b: a.reshape(1) @ b.reshape(1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ZERO_D))
+def test_every_op_takes_0d_tensors_like_torch(name):
+    from minigrad.tests.torch_compare import assert_matches_torch
+    assert_matches_torch(ZERO_D[name], [np.array(1.3), np.array(0.7)], rtol=1e-12)
+
+
+ERRORS = {
+    "add": (lambda: minigrad.Tensor(np.ones((2, 3))) + minigrad.Tensor(np.ones(4)),
+            ValueError, r"add: shapes \(2, 3\) and \(4,\) cannot be broadcast"),
+    "mul": (lambda: minigrad.Tensor(np.ones((2, 3))) * np.ones((3, 2)),
+            ValueError, r"multiply: shapes \(2, 3\) and \(3, 2\) cannot be broadcast"),
+    "matmul_shapes": (lambda: minigrad.Tensor(np.ones((2, 3))) @ np.ones((4, 5)),
+                      ValueError, r"matmul: shapes \(2, 3\) and \(4, 5\) are not aligned"),
+    "matmul_0d": (lambda: minigrad.Tensor(2.0) @ minigrad.Tensor(np.ones(3)),
+                  ValueError, r"matmul: both operands need at least one dimension.*use \*|with \*"),
+    "reshape": (lambda: minigrad.Tensor(np.ones((2, 3))).reshape(4, 2),
+                ValueError, r"reshape: cannot reshape a tensor of shape \(2, 3\) \(6 elements\)"),
+    "index": (lambda: minigrad.Tensor(np.ones((2, 3)))[5],
+              IndexError, r"index 5 into a tensor of shape \(2, 3\)"),
+    "sum_dim": (lambda: minigrad.Tensor(np.ones(3)).sum(1),
+                IndexError, r"sum: dim 1 is out of range for a tensor of shape \(3,\)"),
+    "sum_dim_type": (lambda: minigrad.Tensor(np.ones(3)).sum(1.0),
+                     TypeError, r"sum: dim must be an int or a tuple of ints, got 1.0"),
+    "max_empty": (lambda: minigrad.Tensor(np.ones((0, 3))).max(),
+                  RuntimeError, r"max: the tensor of shape \(0, 3\) is empty"),
+    "pow_int": (lambda: minigrad.Tensor([2, 3]) ** minigrad.Tensor([1, -2]),
+                ValueError, r"pow: integers to negative integer powers.*x \* 1.0"),
+    "softmax_dim": (lambda: F.softmax(minigrad.Tensor(np.ones(3)), 1),
+                    IndexError, r"softmax: dim 1 is out of range for a tensor of shape \(3,\)"),
+    "softmax_dim_tuple": (lambda: F.softmax(minigrad.Tensor(np.ones(3)), (0,)),
+                          TypeError, r"softmax: dim must be one int"),
+    "linear": (lambda: F.linear(minigrad.Tensor(np.ones((2, 3))), minigrad.Tensor(np.ones((4, 5)))),
+               ValueError, r"linear: input of shape \(2, 3\) does not fit a weight of shape \(4, 5\)"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ERRORS))
+def test_bad_input_gives_an_error_naming_the_op_and_shapes(name):
+    fn, kind, pattern = ERRORS[name]
+    with pytest.raises(kind, match=pattern):
+        fn()

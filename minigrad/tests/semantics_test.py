@@ -1,0 +1,238 @@
+"""PyTorch-exact semantics where minigrad used to differ: each test is named for the point."""
+
+import numpy as np
+import pytest
+import torch
+
+import minigrad
+from minigrad import functional as F
+from minigrad import optim
+from minigrad.tensor import from_numpy
+
+torch.set_default_dtype(torch.float64)  # minigrad's default float dtype is float64
+
+
+def test_tensor_copies_its_ndarray_like_torch_tensor():
+    w0 = np.ones(3)
+    w = minigrad.Tensor(w0, requires_grad=True)
+    (w * 2.0).sum().backward()
+    optim.SGD([w], lr=0.1).step()
+    np.testing.assert_array_equal(w0, np.ones(3))  # the caller's array is untouched
+    np.testing.assert_allclose(w.data, 0.8)
+    t0 = np.ones(3)
+    torch.tensor(t0).add_(1)
+    np.testing.assert_array_equal(t0, 1.0)
+
+
+def test_from_numpy_shares_memory_like_torch_from_numpy():
+    a = np.zeros(3)
+    t = from_numpy(a)
+    with minigrad.no_grad():
+        t.add_(1.0)
+    np.testing.assert_array_equal(a, 1.0)
+    b = np.zeros(3)
+    torch.from_numpy(b).add_(1.0)
+    np.testing.assert_array_equal(a, b)
+    with pytest.raises(TypeError, match="expects an np.ndarray"):
+        from_numpy([1.0, 2.0])
+
+
+@pytest.mark.parametrize("alias", ["detach", "reshape", "transpose"])
+def test_in_place_change_through_an_alias_is_caught_like_torch_version_counter(alias):
+    def run(lib_tensor, no_grad):
+        x = lib_tensor(np.array([[1.0, 2.0], [3.0, 4.0]]))
+        y = (x * x).sum()
+        with no_grad():
+            view = {"detach": lambda: x.detach(), "reshape": lambda: x.detach().reshape(4),
+                    "transpose": lambda: x.detach().transpose(0, 1)}[alias]()
+            view[0] = 10.0
+        y.backward()
+
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        run(lambda a: torch.tensor(a, requires_grad=True), torch.no_grad)
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        run(lambda a: minigrad.Tensor(a, requires_grad=True), minigrad.no_grad)
+
+
+def test_gradcheck_catches_a_nan_backward():
+    class NanGrad(minigrad.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return minigrad.Tensor(x.data * 2)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * float("nan")
+
+    x = minigrad.Tensor(np.ones(3), requires_grad=True)
+    with pytest.raises(minigrad.GradcheckError, match="analytical nan"):
+        minigrad.gradcheck(NanGrad.apply, x)
+
+
+def test_gradcheck_catches_an_output_cut_from_the_graph():
+    x = minigrad.Tensor(np.array([0.5, 1.5]), requires_grad=True)
+    with pytest.raises(minigrad.GradcheckError, match="analytical 0, numerical 1"):
+        minigrad.gradcheck(lambda t: minigrad.Tensor(t.data ** 2), x)
+
+
+def test_gradcheck_works_on_a_non_contiguous_input():
+    base = np.random.default_rng(0).normal(size=(4, 6))
+    x = minigrad.tensor.from_numpy(base[:, ::2].T)  # a strided view, not a copy
+    x.requires_grad = True
+    assert not x.data.flags.c_contiguous
+    assert minigrad.gradcheck(lambda t: (t * t).tanh() @ t.T, x)
+    assert torch.autograd.gradcheck(lambda t: (t * t).tanh() @ t.T,
+                                    torch.from_numpy(base[:, ::2].T).requires_grad_())
+
+
+def test_integer_logits_promote_to_float_like_torch():
+    loss = F.cross_entropy(minigrad.Tensor([[1, 2, 3]]), [0])
+    expected = torch.nn.functional.cross_entropy(torch.tensor([[1.0, 2.0, 3.0]]), torch.tensor([0]))
+    assert loss.dtype == np.float64
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-12)  # 2.4076, not 2
+    np.testing.assert_allclose(F.softmax(minigrad.Tensor([1, 2, 3])).data,
+                               torch.softmax(torch.tensor([1.0, 2.0, 3.0]), -1))
+    np.testing.assert_allclose(F.log_softmax(minigrad.Tensor([[1, 2], [3, 5]]), 0).data,
+                               torch.log_softmax(torch.tensor([[1.0, 2.0], [3.0, 5.0]]), 0))
+
+
+def _grad_of(fn, a, lib):
+    if lib == "torch":
+        x = torch.tensor(a, requires_grad=True)
+        fn(x).backward()
+        return x.grad.numpy()
+    x = minigrad.Tensor(a, requires_grad=True)
+    fn(x).backward()
+    return x.grad.data
+
+
+def test_pow_zero_gradient_at_zero_is_zero_like_torch():
+    a = np.array([0.0, 2.0, -1.0])
+    for fn in (lambda x: (x ** 0).sum(), lambda x: (x ** 0.0).sum()):
+        np.testing.assert_array_equal(_grad_of(fn, a, "mg"), _grad_of(fn, a, "torch"))
+    # A tensor exponent: d/da is 0 where b == 0, d/db is 0 where a == 0 and b >= 0.
+    base, expo = np.array([0.0, 0.0, 2.0, 0.0]), np.array([0.0, 2.0, 0.0, 1.0])
+    grads = []
+    for lib in (minigrad.Tensor, torch.tensor):
+        x, y = lib(base, requires_grad=True), lib(expo, requires_grad=True)
+        (x ** y).sum().backward()
+        grads.append([np.asarray(x.grad.data if lib is minigrad.Tensor else x.grad),
+                      np.asarray(y.grad.data if lib is minigrad.Tensor else y.grad)])
+    for m, t in zip(*grads):
+        np.testing.assert_array_equal(m, t)
+
+
+def test_max_with_nan_routes_the_gradient_to_the_nan_like_torch():
+    a = np.array([[1.0, np.nan, 3.0], [np.nan, 0.0, np.nan]])
+    np.testing.assert_array_equal(_grad_of(lambda x: x.max(), a, "mg"),
+                                  _grad_of(lambda x: x.max(), a, "torch"))
+    for dim in (0, 1):
+        np.testing.assert_array_equal(_grad_of(lambda x: x.max(dim=dim).sum(), a, "mg"),
+                                      _grad_of(lambda x: x.max(dim=dim).values.sum(), a, "torch"))
+
+
+def test_max_with_ties_splits_the_gradient_like_torch():
+    a = np.array([[3.0, 1.0, 3.0], [0.0, 3.0, 2.0]])
+    mine = _grad_of(lambda x: x.max(), a, "mg")
+    np.testing.assert_array_equal(mine, _grad_of(lambda x: x.max(), a, "torch"))
+    np.testing.assert_allclose(mine, [[1 / 3, 0, 1 / 3], [0, 1 / 3, 0]])
+    # Over one dim the gradient goes to the index max returns (the first), as in torch.
+    np.testing.assert_array_equal(_grad_of(lambda x: x.max(dim=1).sum(), a, "mg"),
+                                  _grad_of(lambda x: x.max(dim=1).values.sum(), a, "torch"))
+
+
+COMPLEX_CASES = {
+    "mul": lambda x, y: x * y,
+    "div": lambda x, y: x / y,
+    "pow": lambda x, y: x ** y,
+    "matmul": lambda x, y: x @ y,
+    "exp_tanh_sigmoid": lambda x, y: x.exp() * y.tanh() + x.sigmoid(),
+    "log": lambda x, y: (x * y).log(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMPLEX_CASES))
+def test_complex_vector_jacobian_products_are_conjugated_like_torch(name):
+    fn = COMPLEX_CASES[name]
+    rng = np.random.default_rng(1)
+    a, b = (rng.normal(size=(3, 3)) + 1j * rng.normal(size=(3, 3)) for _ in range(2))
+    g = rng.normal(size=(3, 3)) + 1j * rng.normal(size=(3, 3))
+    results = []
+    for lib, get in ((minigrad.Tensor, lambda t: t.data), (torch.tensor, lambda t: t.numpy())):
+        x, y = lib(a, requires_grad=True), lib(b, requires_grad=True)
+        out = fn(x, y)
+        out.backward(lib(g))
+        results.append((get(out.detach()), get(x.grad), get(y.grad)))
+    for m, t in zip(*results):
+        np.testing.assert_allclose(m, t, rtol=1e-10, atol=1e-12)
+
+
+def test_complex_loss_needs_an_explicit_gradient_like_torch():
+    x = minigrad.Tensor(np.array([1 + 1j]), requires_grad=True)
+    with pytest.raises(RuntimeError, match="real scalar outputs"):
+        (x * x).sum().backward()
+
+
+def test_softmax_of_a_0d_tensor_is_one_like_torch():
+    x = minigrad.Tensor(3.0, requires_grad=True)
+    y = F.softmax(x)
+    assert y.shape == () and y.item() == torch.softmax(torch.tensor(3.0), -1).item() == 1.0
+    assert F.log_softmax(x, 0).item() == 0.0
+    (g,) = minigrad.grad(y, x)
+    assert g.item() == 0.0
+    # 0-d reductions take dim 0 or -1, as in torch.
+    assert x.sum(0).item() == 3.0 and x.max(-1, keepdim=True).shape == ()
+    with pytest.raises(IndexError, match=r"softmax: dim 1 is out of range for a tensor of shape \(\)"):
+        F.softmax(x, 1)
+
+
+def test_integer_to_negative_power_is_a_clear_error_like_torch():
+    with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed"):
+        torch.tensor([2, 3]) ** -1
+    with pytest.raises(ValueError, match=r"pow: integers to negative integer powers are not "
+                                         r"allowed \(base int64 of shape \(2,\).*x \* 1.0"):
+        minigrad.Tensor([2, 3]) ** -1
+    np.testing.assert_allclose((minigrad.Tensor([2, 3]) * 1.0 ** -1).data, [2, 3])
+    np.testing.assert_allclose(((minigrad.Tensor([2, 3]) * 1.0) ** -1).data, [0.5, 1 / 3])
+
+
+def test_bad_dims_are_clear_errors_naming_the_op_shape_and_fix():
+    x = minigrad.Tensor(np.ones((2, 3)))
+    with pytest.raises(TypeError, match=r"max: dim must be one int, got \(0, 1\).*max\(\)"):
+        x.max(dim=(0, 1))
+    with pytest.raises(IndexError, match=r"sum: dim 2 is out of range for a tensor of shape "
+                                         r"\(2, 3\) \(valid dims: -2 to 1\)"):
+        x.sum(2)
+    with pytest.raises(ValueError, match="mean: dim .* names a dimension twice"):
+        x.mean((1, -1))
+    with pytest.raises(TypeError, match="mean: input dtype int64 is not floating point"):
+        minigrad.Tensor([1, 2]).mean()
+    with pytest.raises(IndexError, match=r"log_softmax: dim -3 is out of range"):
+        F.log_softmax(x, -3)
+    with pytest.raises(TypeError, match="max: complex tensors are not ordered"):
+        minigrad.Tensor([1j]).max()
+
+
+def test_masked_prefix_softmax_matches_torch():
+    """Rows of 2048 whose first 1024 (and other long runs) are -inf, as attention masks make."""
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(6, 2048)) * 3
+    x[0, :1024] = -np.inf
+    x[1, 1024:] = -np.inf
+    x[2, 1:] = -np.inf
+    x[3, 100:1900] = -np.inf
+    x[4, :2047] = -np.inf
+    x[5, ::2] = -np.inf
+    for dtype, tol in ((np.float32, 1e-6), (np.float64, 1e-13)):
+        for dim, data in ((-1, x), (0, x.T.copy())):
+            ours, theirs = [], []
+            for fn, tfn in ((F.softmax, torch.softmax), (F.log_softmax, torch.log_softmax)):
+                m = minigrad.Tensor(data.astype(dtype), requires_grad=True)
+                t = torch.tensor(data.astype(dtype), requires_grad=True)
+                y, yt = fn(m, dim), tfn(t, dim)
+                g = np.where(np.isfinite(data), 1.0, 0.0).astype(dtype)
+                y.backward(g)
+                yt.backward(torch.tensor(g))
+                assert not np.isnan(y.data).any() and not np.isnan(m.grad.data).any()
+                np.testing.assert_allclose(y.data, yt.detach().numpy(), rtol=tol, atol=tol)
+                np.testing.assert_allclose(m.grad.data, t.grad.numpy(), rtol=tol, atol=tol)
