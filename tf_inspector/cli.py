@@ -7,10 +7,12 @@ graph:   traces FUNCTION from a Python file with inputs of the given shapes
          (use ? for a dimension left unknown) and prints its GraphReport.
 retrace: runs a Python script with every tf.function call monitored, then
          says which calls retraced, why, and how to fix it.
-Relative paths are taken from the directory `bazel run` was called in.
+Relative paths are taken from the directory `bazel run` was called in. Files run as
+`python FILE.py` would run them: with their own folder first on sys.path.
 """
 
 import argparse
+import contextlib
 import os
 import runpy
 import sys
@@ -20,13 +22,25 @@ def _path(p):
     return os.path.join(os.environ.get("BUILD_WORKING_DIRECTORY", ""), p)
 
 
+@contextlib.contextmanager
+def _script_path(path):
+    """sys.path[0] is the script's folder while it runs, as under `python script.py`."""
+    saved = list(sys.path)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
+
+
 def _load_function(spec):
     path, sep, name = spec.rpartition(":")
     if not sep or not path or not name:
         raise SystemExit("graph: FUNCTION is FILE.py:NAME, got %r" % spec)
     if not os.path.exists(_path(path)):
         raise SystemExit("graph: no such file: %s" % path)
-    namespace = runpy.run_path(_path(path))
+    with _script_path(_path(path)):
+        namespace = runpy.run_path(_path(path))
     if name not in namespace:
         raise SystemExit("graph: %s defines no %r (it defines: %s)" % (
             path, name, ", ".join(sorted(k for k in namespace if not k.startswith("_")))))
@@ -77,7 +91,7 @@ def main(argv=None):
         if not os.path.exists(script):
             raise SystemExit("retrace: no such script: %s" % args.script)
         sys.argv = [script] + args.args
-        with tf_inspector.monitor() as recorder:
+        with tf_inspector.monitor() as recorder, _script_path(script):
             try:
                 runpy.run_path(script, run_name="__main__")
             finally:

@@ -11,12 +11,24 @@ become sub-reports, recursively.
 
 import tensorflow as tf
 
-from tf_inspector import cost
+from tf_inspector import cost, userframes
 from tf_inspector.report import GraphReport, NodeInfo, TensorInfo
 
 
 class TracingError(RuntimeError):
-    """The function could not be traced into a graph; the message names the cause."""
+    """The function could not be traced into a graph. The message carries the user's own
+    error message and line; so do the attributes user_message, file, line (None when no
+    user frame raised)."""
+
+    def __init__(self, name, error):
+        where = userframes.user_error(error)
+        if where is None:
+            self.user_message, self.file, self.line = "%s: %s" % (type(error).__name__, error), None, None
+            super().__init__("could not trace %s: %s" % (name, self.user_message))
+            return
+        self.user_message, self.file, self.line = where.message, where.file, where.line
+        super().__init__("could not trace %s: %s\n  at %s:%d in %s: %s" % (
+            name, where.message, where.file, where.line, where.function, where.source))
 
 
 def _tensor_info(t):
@@ -83,8 +95,6 @@ def trace_and_inspect(fn, *inputs, **kwargs):
     try:
         concrete = function.get_concrete_function(*inputs, **kwargs)
     except Exception as e:  # TF raises many types while tracing user code
-        name = getattr(fn, "__name__", type(fn).__name__)
-        raise TracingError("could not trace %s: %s: %s" % (name, type(e).__name__,
-                                                           str(e).split("\n")[0])) from e
+        raise TracingError(getattr(fn, "__name__", type(fn).__name__), e) from e
     return build_report(concrete.graph, concrete.name.decode() if isinstance(concrete.name, bytes)
                         else concrete.name)

@@ -34,6 +34,17 @@ def test_nodes_carry_op_type_inputs_dtypes_shapes_and_costs():
     assert report.unknown_cost_ops == []
 
 
+def test_matmul_flops_follow_the_transpose_flags():
+    # a is [16,3] and used as a^T [3,16]: the contraction is over 16, not 3.
+    report = tf_inspector.trace_and_inspect(lambda a, b: tf.matmul(a, b, transpose_a=True),
+                                            tf.ones([16, 3]), tf.ones([16, 8]))
+    assert next(n for n in report.nodes if n.op == "MatMul").flops == 2 * 3 * 8 * 16
+    report = tf_inspector.trace_and_inspect(lambda a, b: tf.matmul(a, b, adjoint_a=True),
+                                            tf.ones([2, 16, 3]), tf.ones([2, 16, 8]))
+    bmm = next(n for n in report.nodes if n.op.startswith("BatchMatMul"))
+    assert bmm.flops == 2 * 2 * 3 * 8 * 16
+
+
 def test_node_counts_are_deterministic_across_runs():
     assert mlp_report().op_counts == mlp_report().op_counts
     assert [n.name for n in mlp_report().nodes] == [n.name for n in mlp_report().nodes]
@@ -120,3 +131,23 @@ def test_bad_input_is_a_clear_error():
 
     with pytest.raises(tf_inspector.TracingError, match="could not trace untraceable"):
         tf_inspector.trace_and_inspect(untraceable, tf.TensorSpec([2]))
+
+
+def _check_widths(x):
+    raise ValueError("widths must match: got %d and 4\nsee the docs" % x.shape[0])
+
+
+def test_a_tracing_error_carries_the_users_message_and_line():
+    def model(x):
+        y = x + 1.0
+        return _check_widths(y)
+
+    for autograph in (True, False):
+        with pytest.raises(tf_inspector.TracingError) as caught:
+            tf_inspector.trace_and_inspect(tf.function(model, autograph=autograph), tf.ones([3]))
+        error = caught.value
+        assert "in user code" not in str(error)
+        assert "ValueError: widths must match: got 3 and 4\nsee the docs" in str(error), str(error)
+        assert error.user_message == "ValueError: widths must match: got 3 and 4\nsee the docs"
+        assert error.file == __file__ and error.line == _check_widths.__code__.co_firstlineno + 1
+        assert "graph_test.py:%d in _check_widths: raise ValueError(" % error.line in str(error)
