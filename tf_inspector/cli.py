@@ -66,6 +66,9 @@ def main(argv=None):
     graph.add_argument("function", help="FILE.py:NAME")
     graph.add_argument("--input", action="append", default=[], type=_input_spec,
                        help="an input as SHAPE[:DTYPE], e.g. 8,?:float32 (repeat per argument)")
+    graph.add_argument("--at", action="append", default=[], metavar="NAME=SIZE",
+                       help="also print the costs at this size of an unknown dimension "
+                            "(named batch, d1, d2... by axis), e.g. --at batch=8")
     out = graph.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the report as JSON")
     out.add_argument("--dot", action="store_true", help="print Graphviz DOT")
@@ -86,6 +89,19 @@ def main(argv=None):
             print("wrote %s" % report.render_svg(_path(args.svg)))
         else:
             print(report.to_text())
+        if args.at:
+            sizes = {}
+            for item in args.at:
+                name, _, size = item.partition("=")
+                if not size.isdigit():
+                    raise SystemExit("graph: --at is NAME=SIZE like batch=8, got %r" % item)
+                sizes[name] = int(size)
+            try:
+                costs = report.cost(**sizes)
+            except ValueError as e:
+                raise SystemExit("graph: %s" % e)
+            print("at %s: %d FLOPs, %d bytes moved" % (
+                ", ".join("%s=%d" % kv for kv in sizes.items()), costs["flops"], costs["bytes"]))
     else:
         script = _path(args.script)
         if not os.path.exists(script):

@@ -11,7 +11,7 @@ become sub-reports, recursively.
 
 import tensorflow as tf
 
-from tf_inspector import cost, userframes
+from tf_inspector import cost, symbolic, userframes
 from tf_inspector.report import GraphReport, NodeInfo, TensorInfo
 
 
@@ -44,9 +44,10 @@ def _numpy_dtype(dtype):
         return "object"
 
 
-def _io(tensors):
-    return [(None if t.shape.rank is None else tuple(t.shape.as_list()), _numpy_dtype(t.dtype))
-            for t in tensors]
+def _io(tensors, to_expr):
+    return [(None if t.shape.rank is None else tuple(d if d is None or to_expr is None
+                                                     else to_expr(d) for d in t.shape.as_list()),
+             _numpy_dtype(t.dtype)) for t in tensors]
 
 
 def _attrs(op):
@@ -69,11 +70,16 @@ def _called_functions(op):
     return names
 
 
+def _estimate(op, to_expr=None):
+    """(flops, bytes) of one op; to_expr, if given, maps each dimension to a formula."""
+    return cost.estimate(op.type, _io(op.inputs, to_expr), _io(op.outputs, to_expr), _attrs(op))
+
+
 def build_report(graph, name=None):
     """A GraphReport of a FuncGraph (and, recursively, the functions it calls)."""
     nodes, subgraphs = [], {}
     for op in graph.get_operations():
-        flops, moved = cost.estimate(op.type, _io(op.inputs), _io(op.outputs), _attrs(op))
+        flops, moved = _estimate(op)
         nodes.append(NodeInfo(
             name=op.name, op=op.type,
             inputs=[t.name for t in op.inputs] + ["^" + c.name for c in op.control_inputs],
@@ -86,8 +92,11 @@ def build_report(graph, name=None):
     return GraphReport(function=name or graph.name, nodes=nodes, subgraphs=subgraphs)
 
 
-def trace_and_inspect(fn, *inputs, **kwargs):
-    """Traces `fn` on `inputs` and returns the GraphReport of its concrete function."""
+def trace_and_inspect(fn, *inputs, dim_names=None, **kwargs):
+    """Traces `fn` on `inputs` and returns the GraphReport of its concrete function.
+
+    Unknown dimensions (tf.TensorSpec([None, 3])) make costs formulas in them, named by
+    axis: dim_names[axis], default ("batch", "d1", ...); report.cost(batch=8) evaluates."""
     if not callable(fn):
         raise TypeError("trace_and_inspect needs a callable (a Python function or a tf.function), "
                         "got %s" % type(fn).__name__)
@@ -96,5 +105,16 @@ def trace_and_inspect(fn, *inputs, **kwargs):
         concrete = function.get_concrete_function(*inputs, **kwargs)
     except Exception as e:  # TF raises many types while tracing user code
         raise TracingError(getattr(fn, "__name__", type(fn).__name__), e) from e
-    return build_report(concrete.graph, concrete.name.decode() if isinstance(concrete.name, bytes)
-                        else concrete.name)
+    report = build_report(concrete.graph, concrete.name.decode()
+                          if isinstance(concrete.name, bytes) else concrete.name)
+    axes = symbolic.unknown_axes((inputs, kwargs))
+    if axes:
+        symbols = symbolic.symbols_for(axes, dim_names)
+        report.inputs = [tuple(symbols[a] if d is None else d for a, d in enumerate(s.shape.as_list()))
+                         for s in symbolic.tensor_specs((inputs, kwargs))]
+        try:
+            symbolic.symbolic_costs(report, concrete.graph, symbols, _estimate)
+        except (ValueError, tf.errors.InvalidArgumentError) as e:  # a graph TF cannot re-import
+            report.notes.append("no cost formulas: re-importing the graph at probe sizes failed "
+                                "(%s: %s)" % (type(e).__name__, str(e).split("\n")[0]))
+    return report

@@ -21,8 +21,13 @@ def test_graph_json(capsys):
 
 
 def test_graph_text_and_dot_with_unknown_dims(capsys):
-    cli.main(["graph", EXAMPLE + ":mlp", "--input", "?,8"])
-    assert "MatMul" in capsys.readouterr().out
+    cli.main(["graph", EXAMPLE + ":mlp", "--input", "?,8", "--at", "batch=4"])
+    out = capsys.readouterr().out
+    assert "MatMul" in out and "72*batch FLOPs" in out  # 2*4*8 + 4 + 4 per row
+    assert "at batch=4: 288 FLOPs" in out
+    with pytest.raises(SystemExit, match="cost needs a size for batch"):
+        cli.main(["graph", EXAMPLE + ":mlp", "--input", "?,8", "--at", "d1=4"])
+    capsys.readouterr()
     cli.main(["graph", EXAMPLE + ":mlp", "--input", "2,8", "--dot"])
     assert capsys.readouterr().out.startswith("digraph")
 
