@@ -2,9 +2,13 @@
 
     bazel run //tf_inspector:cli -- graph path/to/model.py:fn --input 2,3:float32 [--json|--dot|--svg F]
     bazel run //tf_inspector:cli -- retrace path/to/script.py [script args...]
+    bazel run //tf_inspector:cli -- xla path/to/model.py:fn --input 8,128:int32 [--runs 10] [--json|--hlo]
 
 graph:   traces FUNCTION from a Python file with inputs of the given shapes
          (use ? for a dimension left unknown) and prints its GraphReport.
+xla:     compiles FUNCTION with XLA (jit_compile=True) on inputs of those shapes and
+         reports trace, compile and run time, HLO op counts before/after optimisation
+         and the fusion count.
 retrace: runs a Python script with every tf.function call monitored, then
          says which calls retraced, why, and how to fix it.
 Relative paths are taken from the directory `bazel run` was called in. Files run as
@@ -13,6 +17,7 @@ Relative paths are taken from the directory `bazel run` was called in. Files run
 
 import argparse
 import contextlib
+import json
 import os
 import runpy
 import sys
@@ -36,13 +41,13 @@ def _script_path(path):
 def _load_function(spec):
     path, sep, name = spec.rpartition(":")
     if not sep or not path or not name:
-        raise SystemExit("graph: FUNCTION is FILE.py:NAME, got %r" % spec)
+        raise SystemExit("FUNCTION is FILE.py:NAME, got %r" % spec)
     if not os.path.exists(_path(path)):
-        raise SystemExit("graph: no such file: %s" % path)
+        raise SystemExit("no such file: %s" % path)
     with _script_path(_path(path)):
         namespace = runpy.run_path(_path(path))
     if name not in namespace:
-        raise SystemExit("graph: %s defines no %r (it defines: %s)" % (
+        raise SystemExit("%s defines no %r (it defines: %s)" % (
             path, name, ", ".join(sorted(k for k in namespace if not k.startswith("_")))))
     return namespace[name]
 
@@ -73,6 +78,14 @@ def main(argv=None):
     out.add_argument("--json", action="store_true", help="print the report as JSON")
     out.add_argument("--dot", action="store_true", help="print Graphviz DOT")
     out.add_argument("--svg", metavar="FILE", help="write an SVG drawing (needs Graphviz's dot)")
+    xla = commands.add_parser("xla", help="XLA compile time, run time, HLO ops and fusions")
+    xla.add_argument("function", help="FILE.py:NAME")
+    xla.add_argument("--input", action="append", default=[], type=_input_spec,
+                     help="an input as SHAPE[:DTYPE], every dimension known (repeat per argument)")
+    xla.add_argument("--runs", type=int, default=10, help="timed runs after compiling (median)")
+    xla_out = xla.add_mutually_exclusive_group()
+    xla_out.add_argument("--json", action="store_true", help="print the figures as JSON")
+    xla_out.add_argument("--hlo", action="store_true", help="also print the optimised HLO")
     retrace = commands.add_parser("retrace", help="run a script and explain every retrace")
     retrace.add_argument("script", help="the Python script to run")
     retrace.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
@@ -102,6 +115,19 @@ def main(argv=None):
                 raise SystemExit("graph: %s" % e)
             print("at %s: %d FLOPs, %d bytes moved" % (
                 ", ".join("%s=%d" % kv for kv in sizes.items()), costs["flops"], costs["bytes"]))
+    elif args.command == "xla":
+        try:
+            cost = tf_inspector.xla_cost(_load_function(args.function), *args.input, runs=args.runs)
+        except ValueError as e:
+            raise SystemExit("xla: %s" % e)
+        if args.json:
+            print(json.dumps(cost.to_dict(), indent=2))
+        else:
+            print(cost.to_text())
+            print("HLO ops before: " + ", ".join("%s %d" % kv for kv in cost.hlo_ops.items()))
+            print("HLO ops after:  " + ", ".join("%s %d" % kv for kv in cost.optimized_ops.items()))
+            if args.hlo:
+                print(cost.optimized_hlo)
     else:
         script = _path(args.script)
         if not os.path.exists(script):

@@ -9,6 +9,9 @@ The JSON schema (`to_json`), version "tf_inspector.graph_report/2":
      "total_flops": cost, "total_bytes": cost,  # over nodes with a known cost
      "unknown_cost_ops": [op_type],         # op types with no cost rule, sorted
      "notes": [str],                        # why costs are missing, where known
+     "xla": null | {"function", "trace_s", "compile_s", "run_s", "hlo_ops": {opcode: int},
+                    "optimized_ops": {opcode: int}, "entry_ops": {opcode: int},
+                    "fusions": int},        # xla.py
      "nodes": [{"name", "op", "inputs": [tensor name], "outputs": [{"dtype", "shape"}],
                 "device", "flops": cost|null, "bytes": cost|null}],   # graph order
      "subgraphs": {name: <the same object>}}  # while/cond bodies, called functions
@@ -55,6 +58,7 @@ class GraphReport:
     subgraphs: dict = dataclasses.field(default_factory=dict)
     inputs: list = dataclasses.field(default_factory=list)  # input shapes, with symbols
     notes: list = dataclasses.field(default_factory=list)
+    xla: object = None  # an xla.XlaCost, when asked for
 
     @property
     def op_counts(self):
@@ -97,6 +101,7 @@ class GraphReport:
             "total_bytes": _json_cost(self.total_bytes),
             "unknown_cost_ops": self.unknown_cost_ops,
             "notes": list(self.notes),
+            "xla": None if self.xla is None else self.xla.to_dict(),
             "nodes": [{
                 "name": n.name, "op": n.op, "inputs": list(n.inputs),
                 "outputs": [{"dtype": t.dtype, "shape": None if t.shape is None else list(t.shape)}
@@ -115,6 +120,8 @@ class GraphReport:
         if self.unknown_cost_ops:
             lines.append("no cost rule for: " + ", ".join(self.unknown_cost_ops))
         lines.extend(self.notes)
+        if self.xla is not None:
+            lines.append(self.xla.to_text())
         lines.append("op counts: " + ", ".join("%s %d" % kv for kv in self.op_counts.items()))
         rows = [("node", "op", "outputs", "FLOPs", "bytes")]
         for n in self.nodes:

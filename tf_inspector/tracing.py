@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from tf_inspector import cost, symbolic, userframes
 from tf_inspector.report import GraphReport, NodeInfo, TensorInfo
+from tf_inspector.xla import xla_cost
 
 
 class TracingError(RuntimeError):
@@ -92,11 +93,12 @@ def build_report(graph, name=None):
     return GraphReport(function=name or graph.name, nodes=nodes, subgraphs=subgraphs)
 
 
-def trace_and_inspect(fn, *inputs, dim_names=None, **kwargs):
+def trace_and_inspect(fn, *inputs, dim_names=None, xla=False, **kwargs):
     """Traces `fn` on `inputs` and returns the GraphReport of its concrete function.
 
     Unknown dimensions (tf.TensorSpec([None, 3])) make costs formulas in them, named by
-    axis: dim_names[axis], default ("batch", "d1", ...); report.cost(batch=8) evaluates."""
+    axis: dim_names[axis], default ("batch", "d1", ...); report.cost(batch=8) evaluates.
+    xla=True also compiles and runs it with XLA (inputs of known shape): report.xla."""
     if not callable(fn):
         raise TypeError("trace_and_inspect needs a callable (a Python function or a tf.function), "
                         "got %s" % type(fn).__name__)
@@ -117,4 +119,6 @@ def trace_and_inspect(fn, *inputs, dim_names=None, **kwargs):
         except (ValueError, tf.errors.InvalidArgumentError) as e:  # a graph TF cannot re-import
             report.notes.append("no cost formulas: re-importing the graph at probe sizes failed "
                                 "(%s: %s)" % (type(e).__name__, str(e).split("\n")[0]))
+    if xla:
+        report.xla = xla_cost(fn, *inputs, **kwargs)
     return report
