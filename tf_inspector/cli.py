@@ -3,12 +3,15 @@
     bazel run //tf_inspector:cli -- graph path/to/model.py:fn --input 2,3:float32 [--json|--dot|--svg F]
     bazel run //tf_inspector:cli -- retrace path/to/script.py [script args...]
     bazel run //tf_inspector:cli -- xla path/to/model.py:fn --input 8,128:int32 [--runs 10] [--json|--hlo]
+    bazel run //tf_inspector:cli -- mlir path/to/model.py:fn --input ?,128:int32 [--json|--tf|--lowered]
 
 graph:   traces FUNCTION from a Python file with inputs of the given shapes
          (use ? for a dimension left unknown) and prints its GraphReport.
 xla:     compiles FUNCTION with XLA (jit_compile=True) on inputs of those shapes and
          reports trace, compile and run time, HLO op counts before/after optimisation
          and the fusion count.
+mlir:    converts FUNCTION to MLIR's TF dialect and lowers it to StableHLO; op counts per
+         dialect beside the FuncGraph's node counts, and the ops that did not lower.
 retrace: runs a Python script with every tf.function call monitored, then
          says which calls retraced, why, and how to fix it.
 Relative paths are taken from the directory `bazel run` was called in. Files run as
@@ -86,6 +89,14 @@ def main(argv=None):
     xla_out = xla.add_mutually_exclusive_group()
     xla_out.add_argument("--json", action="store_true", help="print the figures as JSON")
     xla_out.add_argument("--hlo", action="store_true", help="also print the optimised HLO")
+    mlir = commands.add_parser("mlir", help="TF dialect, StableHLO lowering, ops not lowered")
+    mlir.add_argument("function", help="FILE.py:NAME")
+    mlir.add_argument("--input", action="append", default=[], type=_input_spec,
+                      help="an input as SHAPE[:DTYPE] (repeat per argument)")
+    mlir_out = mlir.add_mutually_exclusive_group()
+    mlir_out.add_argument("--json", action="store_true", help="print the counts as JSON")
+    mlir_out.add_argument("--tf", action="store_true", help="also print the TF dialect module")
+    mlir_out.add_argument("--lowered", action="store_true", help="also print the lowered module")
     retrace = commands.add_parser("retrace", help="run a script and explain every retrace")
     retrace.add_argument("script", help="the Python script to run")
     retrace.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
@@ -128,6 +139,14 @@ def main(argv=None):
             print("HLO ops after:  " + ", ".join("%s %d" % kv for kv in cost.optimized_ops.items()))
             if args.hlo:
                 print(cost.optimized_hlo)
+    elif args.command == "mlir":
+        view = tf_inspector.mlir_view(_load_function(args.function), *args.input)
+        if args.json:
+            print(json.dumps(view.to_dict(), indent=2))
+        else:
+            print(view.to_text())
+            if args.tf or args.lowered:
+                print(view.tf_dialect if args.tf else view.lowered)
     else:
         script = _path(args.script)
         if not os.path.exists(script):

@@ -12,6 +12,9 @@ The JSON schema (`to_json`), version "tf_inspector.graph_report/2":
      "xla": null | {"function", "trace_s", "compile_s", "run_s", "hlo_ops": {opcode: int},
                     "optimized_ops": {opcode: int}, "entry_ops": {opcode: int},
                     "fusions": int},        # xla.py
+     "mlir": null | {"function", "graph_ops", "tf_ops", "lowered_ops": {op: int},
+                     "tf_dialects", "lowered_dialects": {dialect: int},
+                     "not_lowered": [op], "lowering_error": str|null},   # mlir.py
      "nodes": [{"name", "op", "inputs": [tensor name], "outputs": [{"dtype", "shape"}],
                 "device", "flops": cost|null, "bytes": cost|null}],   # graph order
      "subgraphs": {name: <the same object>}}  # while/cond bodies, called functions
@@ -59,6 +62,7 @@ class GraphReport:
     inputs: list = dataclasses.field(default_factory=list)  # input shapes, with symbols
     notes: list = dataclasses.field(default_factory=list)
     xla: object = None  # an xla.XlaCost, when asked for
+    mlir: object = None  # an mlir.MlirView, when asked for
 
     @property
     def op_counts(self):
@@ -102,6 +106,7 @@ class GraphReport:
             "unknown_cost_ops": self.unknown_cost_ops,
             "notes": list(self.notes),
             "xla": None if self.xla is None else self.xla.to_dict(),
+            "mlir": None if self.mlir is None else self.mlir.to_dict(),
             "nodes": [{
                 "name": n.name, "op": n.op, "inputs": list(n.inputs),
                 "outputs": [{"dtype": t.dtype, "shape": None if t.shape is None else list(t.shape)}
@@ -122,6 +127,8 @@ class GraphReport:
         lines.extend(self.notes)
         if self.xla is not None:
             lines.append(self.xla.to_text())
+        if self.mlir is not None:
+            lines.append(self.mlir.to_text())
         lines.append("op counts: " + ", ".join("%s %d" % kv for kv in self.op_counts.items()))
         rows = [("node", "op", "outputs", "FLOPs", "bytes")]
         for n in self.nodes:

@@ -256,7 +256,6 @@ class watch:
         python = self.function.python_function
         self._recorder = Recorder(target=inspect.unwrap(getattr(python, "__func__", python)))
 
-    @tf.autograph.experimental.do_not_convert
     def __call__(self, *args, **kwargs):
         # Inline rather than tracehooks.recording(): a context manager costs a microsecond per call.
         active = tracehooks.active

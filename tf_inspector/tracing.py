@@ -93,12 +93,13 @@ def build_report(graph, name=None):
     return GraphReport(function=name or graph.name, nodes=nodes, subgraphs=subgraphs)
 
 
-def trace_and_inspect(fn, *inputs, dim_names=None, xla=False, **kwargs):
+def trace_and_inspect(fn, *inputs, dim_names=None, xla=False, mlir=False, **kwargs):
     """Traces `fn` on `inputs` and returns the GraphReport of its concrete function.
 
     Unknown dimensions (tf.TensorSpec([None, 3])) make costs formulas in them, named by
     axis: dim_names[axis], default ("batch", "d1", ...); report.cost(batch=8) evaluates.
-    xla=True also compiles and runs it with XLA (inputs of known shape): report.xla."""
+    xla=True also compiles and runs it with XLA (inputs of known shape): report.xla;
+    mlir=True adds its TF dialect and StableHLO lowering: report.mlir."""
     if not callable(fn):
         raise TypeError("trace_and_inspect needs a callable (a Python function or a tf.function), "
                         "got %s" % type(fn).__name__)
@@ -121,4 +122,7 @@ def trace_and_inspect(fn, *inputs, dim_names=None, xla=False, **kwargs):
                                 "(%s: %s)" % (type(e).__name__, str(e).split("\n")[0]))
     if xla:
         report.xla = xla_cost(fn, *inputs, **kwargs)
+    if mlir:
+        from tf_inspector.mlir import mlir_view  # it builds reports: a cycle at import time
+        report.mlir = mlir_view(function, *inputs, **kwargs)
     return report

@@ -91,7 +91,8 @@ def test_json_follows_the_documented_schema():
     data = json.loads(mlp_report().to_json())
     assert data["schema"] == SCHEMA
     assert set(data) == {"schema", "function", "symbols", "op_counts", "total_flops",
-                         "total_bytes", "unknown_cost_ops", "notes", "xla", "nodes", "subgraphs"}
+                         "total_bytes", "unknown_cost_ops", "notes", "xla", "mlir", "nodes",
+                         "subgraphs"}
     node = data["nodes"][0]
     assert set(node) == {"name", "op", "inputs", "outputs", "device", "flops", "bytes"}
     assert all(set(o) == {"dtype", "shape"} for n in data["nodes"] for o in n["outputs"])
