@@ -1,6 +1,8 @@
 """tf_inspector's command line.
 
     bazel run //tf_inspector:cli -- graph path/to/model.py:fn --input 2,3:float32 [--json|--dot|--svg F]
+    bazel run //tf_inspector:cli -- profile path/to/model.py:fn --input 8,128:int32 [--steps 10]
+              [--json] [--plot F.png] [--model-explorer DIR]
     bazel run //tf_inspector:cli -- retrace path/to/script.py [script args...]
     bazel run //tf_inspector:cli -- xla path/to/model.py:fn --input 8,128:int32 [--runs 10] [--json|--hlo]
     bazel run //tf_inspector:cli -- mlir path/to/model.py:fn --input ?,128:int32 [--json|--tf|--lowered]
@@ -12,6 +14,9 @@ xla:     compiles FUNCTION with XLA (jit_compile=True) on inputs of those shapes
          and the fusion count.
 mlir:    converts FUNCTION to MLIR's TF dialect and lowers it to StableHLO; op counts per
          dialect beside the FuncGraph's node counts, and the ops that did not lower.
+profile: runs FUNCTION under the TF Profiler and lists the ops by measured time with
+         their FLOPs, bytes, GFLOP/s and GB/s; optionally a cost-vs-time plot and
+         Model Explorer node data (graph.pbtxt, flops.json, bytes.json, time_us.json).
 retrace: runs a Python script with every tf.function call monitored, then
          says which calls retraced, why, and how to fix it.
 Relative paths are taken from the directory `bazel run` was called in. Files run as
@@ -97,6 +102,15 @@ def main(argv=None):
     mlir_out.add_argument("--json", action="store_true", help="print the counts as JSON")
     mlir_out.add_argument("--tf", action="store_true", help="also print the TF dialect module")
     mlir_out.add_argument("--lowered", action="store_true", help="also print the lowered module")
+    prof = commands.add_parser("profile", help="measured time per op beside FLOPs and bytes")
+    prof.add_argument("function", help="FILE.py:NAME")
+    prof.add_argument("--input", action="append", default=[], type=_input_spec,
+                      help="an input as SHAPE[:DTYPE], every dimension known (repeat per argument)")
+    prof.add_argument("--steps", type=int, default=10, help="profiled calls (after 2 warm-up)")
+    prof.add_argument("--top", type=int, default=15, help="ops listed, slowest first")
+    prof.add_argument("--json", action="store_true", help="print every measured node as JSON")
+    prof.add_argument("--plot", metavar="FILE", help="write the cost-vs-time plot (PNG)")
+    prof.add_argument("--model-explorer", metavar="DIR", help="write graph and node data there")
     retrace = commands.add_parser("retrace", help="run a script and explain every retrace")
     retrace.add_argument("script", help="the Python script to run")
     retrace.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
@@ -147,6 +161,18 @@ def main(argv=None):
             print(view.to_text())
             if args.tf or args.lowered:
                 print(view.tf_dialect if args.tf else view.lowered)
+    elif args.command == "profile":
+        try:
+            result = tf_inspector.profile(_load_function(args.function), *args.input,
+                                          steps=args.steps)
+        except ValueError as e:
+            raise SystemExit("profile: %s" % e)
+        print(json.dumps(result.to_dict(), indent=2) if args.json else result.to_text(args.top))
+        if args.plot:
+            print("wrote %s" % result.plot(_path(args.plot)))
+        if args.model_explorer:
+            paths = result.to_model_explorer(_path(args.model_explorer))
+            print("wrote " + ", ".join(sorted(paths.values())))
     else:
         script = _path(args.script)
         if not os.path.exists(script):

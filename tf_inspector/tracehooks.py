@@ -57,6 +57,7 @@ def is_simple(value):
 
 active = []  # recorders, innermost last
 _originals = {}
+_original_maybe_define = _tc._maybe_define_function  # read on every call: a global, not a dict
 _tracing = []  # the calls in progress, innermost last: (recorder states, args, kwargs)
 
 
@@ -68,7 +69,7 @@ def _patched_maybe_define(args, kwargs, tracing_options):
             states.append((recorder, state, recorder.before_call(state, tracing_options)))
     _tracing.append((states, args, kwargs))
     try:
-        return _originals["_maybe_define_function"](args, kwargs, tracing_options)
+        return _original_maybe_define(args, kwargs, tracing_options)
     finally:
         _tracing.pop()
 
@@ -123,6 +124,8 @@ def _patched_create(function_type, type_context, func_graph, tracing_options):
 
 
 def install():
+    global _original_maybe_define
+    _original_maybe_define = _tc._maybe_define_function
     _originals["_maybe_define_function"] = _tc._maybe_define_function
     _originals["_create_concrete_function"] = _tc._create_concrete_function
     _tc._maybe_define_function = _patched_maybe_define

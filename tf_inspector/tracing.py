@@ -110,11 +110,14 @@ def trace_and_inspect(fn, *inputs, dim_names=None, xla=False, mlir=False, **kwar
         raise TracingError(getattr(fn, "__name__", type(fn).__name__), e) from e
     report = build_report(concrete.graph, concrete.name.decode()
                           if isinstance(concrete.name, bytes) else concrete.name)
-    axes = symbolic.unknown_axes((inputs, kwargs))
+    # What TF traced: input_signature and reduce_retracing can leave dimensions unknown
+    # that the inputs had.
+    traced = concrete.structured_input_signature
+    axes = symbolic.unknown_axes(traced)
     if axes:
         symbols = symbolic.symbols_for(axes, dim_names)
         report.inputs = [tuple(symbols[a] if d is None else d for a, d in enumerate(s.shape.as_list()))
-                         for s in symbolic.tensor_specs((inputs, kwargs))]
+                         for s in symbolic.tensor_specs(traced)]
         try:
             symbolic.symbolic_costs(report, concrete.graph, symbols, _estimate)
         except (ValueError, tf.errors.InvalidArgumentError) as e:  # a graph TF cannot re-import

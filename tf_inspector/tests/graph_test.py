@@ -45,6 +45,19 @@ def test_matmul_flops_follow_the_transpose_flags():
     assert bmm.flops == 2 * 2 * 3 * 8 * 16
 
 
+def test_conv_flops_count_every_tap_of_every_input_channel():
+    report = tf_inspector.trace_and_inspect(
+        lambda x, k: tf.nn.conv2d(x, k, strides=1, padding="SAME"), tf.ones([2, 8, 8, 3]),
+        tf.ones([3, 3, 3, 4]))
+    conv = next(n for n in report.nodes if n.op == "Conv2D")
+    assert conv.flops == 2 * (2 * 8 * 8 * 4) * (3 * 3 * 3)  # 2 per MAC, per output element
+    report = tf_inspector.trace_and_inspect(
+        lambda x, k: tf.nn.depthwise_conv2d(x, k, strides=[1, 1, 1, 1], padding="VALID"),
+        tf.ones([1, 6, 6, 3]), tf.ones([3, 3, 3, 2]))
+    dw = next(n for n in report.nodes if n.op == "DepthwiseConv2dNative")
+    assert dw.flops == 2 * (1 * 4 * 4 * 6) * (3 * 3)  # one input channel per output channel
+
+
 def test_node_counts_are_deterministic_across_runs():
     assert mlp_report().op_counts == mlp_report().op_counts
     assert [n.name for n in mlp_report().nodes] == [n.name for n in mlp_report().nodes]

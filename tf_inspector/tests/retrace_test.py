@@ -58,6 +58,8 @@ def test_structure_changes_list_length_and_dict_keys():
     g({"a": tf.ones([1])})
     g({"a": tf.ones([1]), "b": tf.ones([1])})
     assert g.events[1].reasons == ["structure"] and "'b'" in g.events[1].after
+    g({"a": tf.ones([5]), "c": tf.ones([1])})  # the container explains its changed children
+    assert [c.argument for c in g.events[2].changes] == ["args[0]"], g.events[2].changes
 
 
 def test_new_function_object_for_the_same_code_in_a_loop():
@@ -271,6 +273,7 @@ def test_keras_and_tf_data_traces_group_under_the_users_call():
         tf.data.Dataset.range(3).map(lambda i: i * 2)
     text = m.explain()
     assert "new_function" not in text and "How to fix" not in text, text
+    assert "(initial)" not in text  # the group's line says what was traced; no line per function
     lines = text.splitlines()
     assert any(l.startswith("TensorFlowTrainer.fit at retrace_test.py:") for l in lines), text
     assert any(l.startswith("TensorFlowTrainer.predict at retrace_test.py:") for l in lines), text
@@ -280,6 +283,8 @@ def test_keras_and_tf_data_traces_group_under_the_users_call():
 
 
 def test_watch_objects_copy_and_pickle():
+    with pytest.raises(AttributeError):
+        tf_inspector.watch.__new__(tf_inspector.watch).get_concrete_function  # not RecursionError
     f = tf_inspector.watch(tf.function(_double))
     f(tf.ones([2]))
     for clone in (copy.copy(f), copy.deepcopy(f), pickle.loads(pickle.dumps(f))):

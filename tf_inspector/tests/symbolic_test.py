@@ -86,7 +86,8 @@ def test_minilm_flops_at_8x128_match_a_hand_count():
     embeddings = 2 * T * H + layer_norm + 9 * T + 3 * S            # 2 adds, norm, id checks, mask
     hand = L * per_layer + embeddings
     got = report.cost(batch=B, seq=S)["flops"]
-    assert abs(got - hand) / hand < 0.01, (got, hand)
+    # The goal is 1%; the count is exact but for 108 FLOPs of shape arithmetic (Prod, ...).
+    assert abs(got - hand) / hand < 1e-6, (got, hand)
     print("MiniLM-L6 at 8x128: %d FLOPs, hand count %d (%.4f%% apart)" % (got, hand, 100 * abs(got - hand) / hand))
     assert got == report.cost(np.ones([B, S], np.int32), np.ones([B, S], np.int32),
                               np.zeros([B, S], np.int32))["flops"]
