@@ -58,9 +58,9 @@ FIXES = {
                "tf.function, under one device scope): each context keeps its own graphs",
     "new_function": "create the tf.function once, outside the loop or function that runs it, "
                     "and reuse it",
-    "unexplained": "TF's trace cache key changed in a part tf_inspector does not read; "
-                   "tf.config.run_functions_eagerly or TF_CPP_VMODULE=tracing_compilation=1 "
-                   "logs the key",
+    "unexplained": "TF's trace cache key changed in a part tf_inspector does not read (the "
+                   "types of by-reference captures, for one); compare the traces' "
+                   "function.get_concrete_function(...).function_type",
     "stale_capture": "pass the value as an argument (a tensor), or keep it in a tf.Variable: "
                      "Python values read by traced code are frozen into the graph",
     "side_effect": "use tf.print instead of print, and keep Python lists and dicts out of "
