@@ -22,7 +22,7 @@ ELEMENTWISE = {
     "Add": 1, "AddV2": 1, "Sub": 1, "Mul": 1, "RealDiv": 1, "Div": 1, "DivNoNan": 1, "Maximum": 1,
     "Minimum": 1, "Neg": 1, "Abs": 1, "Square": 1, "SquaredDifference": 2, "BiasAdd": 1, "Relu": 1,
     "Relu6": 1, "LeakyRelu": 2, "Elu": 4, "Selu": 4, "Sigmoid": 4, "Tanh": 4, "Exp": 4, "Log": 4,
-    "Log1p": 4, "Sqrt": 4, "Rsqrt": 4, "Reciprocal": 1, "Pow": 8, "Erf": 8, "Gelu": 8, "Softplus": 6,
+    "Log1p": 4, "Erfc": 8, "Sqrt": 4, "Rsqrt": 4, "Reciprocal": 1, "Pow": 8, "Erf": 8, "Gelu": 8, "Softplus": 6,
     "Cast": 1, "Less": 1, "LessEqual": 1, "Greater": 1, "GreaterEqual": 1, "Equal": 1, "NotEqual": 1,
     "LogicalAnd": 1, "LogicalOr": 1, "LogicalNot": 1, "Select": 1, "SelectV2": 1, "FloorMod": 1,
     "FloorDiv": 1, "Floor": 1, "Ceil": 1, "Round": 1, "Sign": 1, "ClipByValue": 2,

@@ -1,24 +1,36 @@
 """GraphReport: a traced FuncGraph node by node, with costs, as text, JSON and Graphviz.
 
-The JSON schema (`to_json`), version "tf_inspector.graph_report/1":
+The JSON schema (`to_json`), version "tf_inspector.graph_report/2":
 
-    {"schema": "tf_inspector.graph_report/1",
+    {"schema": "tf_inspector.graph_report/2",
      "function": str,                       # the traced function's graph name
+     "symbols": [str],                      # the unknown dimensions costs depend on, sorted
      "op_counts": {op_type: int},           # sorted by op type
-     "total_flops": int, "total_bytes": int,  # over nodes with a known cost
+     "total_flops": cost, "total_bytes": cost,  # over nodes with a known cost
      "unknown_cost_ops": [op_type],         # op types with no cost rule, sorted
+     "notes": [str],                        # why costs are missing, where known
+     "xla": null | {"function", "trace_s", "compile_s", "run_s", "hlo_ops": {opcode: int},
+                    "optimized_ops": {opcode: int}, "entry_ops": {opcode: int},
+                    "fusions": int},        # xla.py
+     "mlir": null | {"function", "graph_ops", "tf_ops", "lowered_ops": {op: int},
+                     "tf_dialects", "lowered_dialects": {dialect: int},
+                     "not_lowered": [op], "lowering_error": str|null},   # mlir.py
      "nodes": [{"name", "op", "inputs": [tensor name], "outputs": [{"dtype", "shape"}],
-                "device", "flops": int|null, "bytes": int|null}],   # graph order
+                "device", "flops": cost|null, "bytes": cost|null}],   # graph order
      "subgraphs": {name: <the same object>}}  # while/cond bodies, called functions
 
-Shapes are lists with null for unknown dimensions, or null for unknown rank.
+A cost is an int, or with unknown dimensions a formula in the symbols as a string
+("2*batch*d1*147456"; sympy.sympify reads it back). Shapes are lists with null for
+unknown dimensions, or null for unknown rank.
 """
 
 import dataclasses
 import json
 from collections import Counter
 
-SCHEMA = "tf_inspector.graph_report/1"
+from tf_inspector import symbolic
+
+SCHEMA = "tf_inspector.graph_report/2"
 
 
 @dataclasses.dataclass
@@ -34,7 +46,7 @@ class NodeInfo:
     inputs: list
     outputs: list  # [TensorInfo]
     device: str
-    flops: object  # int, or None when unknown
+    flops: object  # int, a sympy formula in the unknown dimensions, or None when unknown
     bytes: object
 
     @property
@@ -47,6 +59,10 @@ class GraphReport:
     function: str
     nodes: list
     subgraphs: dict = dataclasses.field(default_factory=dict)
+    inputs: list = dataclasses.field(default_factory=list)  # input shapes, with symbols
+    notes: list = dataclasses.field(default_factory=list)
+    xla: object = None  # an xla.XlaCost, when asked for
+    mlir: object = None  # an mlir.MlirView, when asked for
 
     @property
     def op_counts(self):
@@ -54,11 +70,24 @@ class GraphReport:
 
     @property
     def total_flops(self):
-        return sum(n.flops for n in self.nodes if n.flops is not None)
+        return symbolic.simplify(sum(n.flops for n in self.nodes if n.flops is not None))
 
     @property
     def total_bytes(self):
-        return sum(n.bytes for n in self.nodes if n.bytes is not None)
+        return symbolic.simplify(sum(n.bytes for n in self.nodes if n.bytes is not None))
+
+    @property
+    def symbols(self):
+        costs = [c for n in self.nodes for c in (n.flops, n.bytes)]
+        return sorted({str(s) for c in costs for s in getattr(c, "free_symbols", ())}
+                      | {s for sub in self.subgraphs.values() for s in sub.symbols})
+
+    def cost(self, *inputs, **sizes):
+        """{"flops", "bytes"}: the totals at concrete sizes of the unknown dimensions, given
+        by name (cost(batch=8)) or as the inputs of a call (cost(tf.ones([8, 3])))."""
+        sizes = {**symbolic.bind(self.inputs, inputs), **sizes}
+        return {"flops": symbolic.evaluate(self.total_flops, sizes),
+                "bytes": symbolic.evaluate(self.total_bytes, sizes)}
 
     @property
     def unknown_cost_ops(self):
@@ -70,15 +99,19 @@ class GraphReport:
         return {
             "schema": SCHEMA,
             "function": self.function,
+            "symbols": self.symbols,
             "op_counts": self.op_counts,
-            "total_flops": self.total_flops,
-            "total_bytes": self.total_bytes,
+            "total_flops": _json_cost(self.total_flops),
+            "total_bytes": _json_cost(self.total_bytes),
             "unknown_cost_ops": self.unknown_cost_ops,
+            "notes": list(self.notes),
+            "xla": None if self.xla is None else self.xla.to_dict(),
+            "mlir": None if self.mlir is None else self.mlir.to_dict(),
             "nodes": [{
                 "name": n.name, "op": n.op, "inputs": list(n.inputs),
                 "outputs": [{"dtype": t.dtype, "shape": None if t.shape is None else list(t.shape)}
                             for t in n.outputs],
-                "device": n.device, "flops": n.flops, "bytes": n.bytes,
+                "device": n.device, "flops": _json_cost(n.flops), "bytes": _json_cost(n.bytes),
             } for n in self.nodes],
             "subgraphs": {name: sub.to_dict() for name, sub in sorted(self.subgraphs.items())},
         }
@@ -91,6 +124,11 @@ class GraphReport:
                  % (self.function, len(self.nodes), _human(self.total_flops), _human(self.total_bytes))]
         if self.unknown_cost_ops:
             lines.append("no cost rule for: " + ", ".join(self.unknown_cost_ops))
+        lines.extend(self.notes)
+        if self.xla is not None:
+            lines.append(self.xla.to_text())
+        if self.mlir is not None:
+            lines.append(self.mlir.to_text())
         lines.append("op counts: " + ", ".join("%s %d" % kv for kv in self.op_counts.items()))
         rows = [("node", "op", "outputs", "FLOPs", "bytes")]
         for n in self.nodes:
@@ -141,7 +179,13 @@ def _shape(shape):
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
 
 
+def _json_cost(value):
+    return value if value is None or isinstance(value, int) else str(value)
+
+
 def _human(n):
+    if not isinstance(n, int):
+        return str(n)  # a formula
     for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if n >= size:
             return "%.2f%s" % (n / size, unit)

@@ -8,54 +8,65 @@
         train()
     m.events, m.warnings
 
-Reasons (a fixed vocabulary): initial, shape, dtype, python_value, structure
-(nesting, list length or dict keys), new_function (a tf.function object made
-anew for the same Python code, as in a loop). Warnings: stale_capture (a
-closure or global value changed after tracing; the graph keeps the old one)
-and side_effect (print, a list or dict changed, a tf.Variable created, while
-tracing: these run once per trace, not once per call).
+Reasons (a fixed vocabulary, REASONS): initial; shape; dtype; python_value (a new
+Python number or string, or a tensor passed where a Python value was); python_object
+(a different Python object: TF compares them by identity); structure (nesting, list
+length or dict keys); context (called eagerly vs. from another graph, another device
+scope); new_function (a tf.function object made anew for the same Python code, as in
+a loop); unexplained (TF's cache key changed in a part tf_inspector cannot see).
+A first call that creates tf.Variables is one "initial" event although TF traces it
+twice. Functions TensorFlow and Keras define for themselves (fit's train step,
+tf.data's map wrappers) are grouped under the user's call that made them.
+Warnings: stale_capture (a closure or global value changed after tracing; the graph
+keeps the old one) and side_effect (print, or a list or dict changed, while tracing:
+these run once per trace, not once per call).
 
-How: while a watch()ed call or a monitor() block runs, TF's tracing entry
-points (tracing_compilation._maybe_define_function, which every call of every
-tf.function goes through, and _create_concrete_function, which runs only when
-it traces) are wrapped to see each call's arguments and each new trace.
+How: while a watch()ed call or a monitor() block runs, TF's tracing entry points
+(tracing_compilation._maybe_define_function, which every call of every tf.function
+goes through, and _create_concrete_function, which runs only when it traces) are
+wrapped to see each call and each new trace. A call that does not trace costs one
+dictionary lookup per recorder; the arguments are described only when TF traces.
 """
 
-import builtins
-import contextlib
+import copy
 import dataclasses
 import inspect
-import numbers
 
-import numpy as np
 import tensorflow as tf
 from tensorflow.python.eager.polymorphic_function import tracing_compilation as _tc
 
-REASONS = ("initial", "shape", "dtype", "python_value", "structure", "new_function")
+from tf_inspector import tracehooks, userframes
+from tf_inspector.calls import Change, diff_calls, diff_contexts, generalised
+from tf_inspector.tracehooks import captures, is_simple, python_function, read_capture
+
+REASONS = ("initial", "shape", "dtype", "python_value", "python_object", "structure", "context",
+           "new_function", "unexplained")
 
 FIXES = {
     "shape": "give the tf.function an input_signature with None for the varying dimensions "
              "(tf.TensorSpec([None, ...])), or reduce_retracing=True",
     "dtype": "cast the inputs to one dtype before the call",
-    "python_value": "pass tensors instead of Python numbers or strings (tf.constant(x)): every "
-                    "new Python value is a new graph",
+    "python_value": "pass tensors instead of Python numbers or strings (tf.constant(x)), and "
+                    "always the same kind: every new Python value is a new graph",
+    "python_object": "reuse one object across calls, pass the tensors it holds as arguments, or "
+                     "give its class a __tf_tracing_type__ (tf.types.experimental."
+                     "SupportsTracingProtocol) equal for objects that may share a graph: TF "
+                     "compares other Python objects by identity",
     "structure": "keep the nesting, list lengths and dict keys of the arguments the same between "
                  "calls (or pass tensors of varying size instead of varying lists)",
+    "context": "call the tf.function from one context (eagerly, or from one enclosing "
+               "tf.function, under one device scope): each context keeps its own graphs",
     "new_function": "create the tf.function once, outside the loop or function that runs it, "
                     "and reuse it",
+    "unexplained": "TF's trace cache key changed in a part tf_inspector does not read (the "
+                   "types of by-reference captures, for one); compare the traces' "
+                   "function.get_concrete_function(...).function_type",
     "stale_capture": "pass the value as an argument (a tensor), or keep it in a tf.Variable: "
                      "Python values read by traced code are frozen into the graph",
-    "side_effect": "use tf.print instead of print, keep Python lists and dicts out of traced code "
-                   "(or use tf.TensorArray), and create tf.Variables outside the tf.function",
+    "side_effect": "use tf.print instead of print, and keep Python lists and dicts out of "
+                   "traced code (or use tf.TensorArray)",
 }
-
-
-@dataclasses.dataclass
-class Change:
-    argument: str
-    reason: str
-    before: str
-    after: str
+_NO_VARIABLE_CREATION = _tc.ScopeType.NO_VARIABLE_CREATION
 
 
 @dataclasses.dataclass
@@ -64,6 +75,9 @@ class TraceEvent:
     call_index: int  # 1-based, counting the calls of this tf.function object
     reasons: list
     changes: list
+    site: str = None  # for TF's and Keras's own functions: the user's call that traced them
+    variables: list = dataclasses.field(default_factory=list)  # made by the first trace
+    traced_as: dict = dataclasses.field(default_factory=dict)  # {argument: generalised shape}
 
     @property
     def argument(self):
@@ -77,6 +91,18 @@ class TraceEvent:
     def after(self):
         return self.changes[0].after if self.changes else None
 
+    def describe(self):
+        if self.reasons == ["initial"] and self.variables:
+            what = ("initial, with variable creation (%s): TF traces twice, once creating the "
+                    "variables and once using them" % ", ".join(self.variables))
+        else:
+            what = ", ".join("%s %s: %s -> %s" % (c.argument, c.reason, c.before, c.after)
+                             for c in self.changes) or self.reasons[0]
+        if self.traced_as:
+            what += "; traced as %s, which later calls of those shapes reuse" % ", ".join(
+                "%s %s" % kv for kv in self.traced_as.items())
+        return "call %d traced (%s): %s" % (self.call_index, ", ".join(self.reasons), what)
+
 
 @dataclasses.dataclass
 class TraceWarning:
@@ -85,195 +111,120 @@ class TraceWarning:
     message: str
 
 
-# -- describing arguments -------------------------------------------------------------------
-
-_SIMPLE = (numbers.Number, str, bytes, bool, type(None), np.generic)
-
-
-def _leaves(value, path, out):
-    """Flattens nested lists/tuples/dicts into {path: ("container"|"tensor"|"python", desc)}."""
-    if isinstance(value, (tf.Tensor, tf.Variable, np.ndarray, tf.TensorSpec)):
-        shape = tuple(tf.TensorShape(value.shape).as_list()) if value.shape is not None else None
-        dtype = tf.as_dtype(value.dtype).name
-        out[path] = ("tensor", (dtype, shape))
-    elif isinstance(value, dict):
-        out[path] = ("container", "dict with keys %s" % sorted(map(str, value)))
-        for key in sorted(value, key=str):
-            _leaves(value[key], "%s[%r]" % (path, key), out)
-    elif isinstance(value, (list, tuple)):
-        out[path] = ("container", "%s of %d" % (type(value).__name__, len(value)))
-        for i, item in enumerate(value):
-            _leaves(item, "%s[%d]" % (path, i), out)
-    elif isinstance(value, _SIMPLE):
-        out[path] = ("python", repr(value))
-    else:
-        out[path] = ("python", "<%s>" % type(value).__name__)
-    return out
-
-
-def describe_call(args, kwargs):
-    out = {}
-    for i, a in enumerate(args):
-        _leaves(a, "args[%d]" % i, out)
-    for k in sorted(kwargs):
-        _leaves(kwargs[k], k, out)
-    return out
-
-
-def _show(leaf):
-    kind, value = leaf
-    if kind == "tensor":
-        dtype, shape = value
-        return "%s%s" % (dtype, "[?]" if shape is None else
-                         "[" + ",".join("?" if d is None else str(d) for d in shape) + "]")
-    return value
-
-
-def diff_calls(before, after):
-    """The Changes from one call description to another, in argument order."""
-    changes = []
-    for path in sorted(set(before) | set(after), key=lambda p: (p.count("["), p)):
-        old, new = before.get(path), after.get(path)
-        if old is None or new is None:
-            continue  # reported at the container whose description changed
-        if old[0] != new[0]:
-            reason = "python_value" if "python" in (old[0], new[0]) else "structure"
-        elif old[0] == "container":
-            reason = None if old[1] == new[1] else "structure"
-        elif old[0] == "python":
-            reason = None if old[1] == new[1] else "python_value"
-        else:
-            reason = None
-            if old[1][0] != new[1][0]:
-                reason = "dtype"
-            elif old[1][1] != new[1][1]:
-                reason = "shape"
-        if reason:
-            changes.append(Change(path, reason, _show(old), _show(new)))
-    # A changed container explains everything below it.
-    return [c for c in changes if not any(c.argument.startswith(p.argument + "[")
-                                          for p in changes if p.reason == "structure")]
-
-
-# -- captured values and side effects ------------------------------------------------------
-
-def _python_function(tracing_options):
-    fn = tracing_options.python_function
-    fn = getattr(fn, "__func__", fn)
-    return inspect.unwrap(fn)
-
-
-def _captured(fn):
-    """{name: value} of the closure cells and globals the function's code reads."""
-    found = {}
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return found
-    for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
-        try:
-            found[name] = cell.cell_contents
-        except ValueError:  # an empty cell
-            pass
-    globals_ = getattr(fn, "__globals__", {})
-    for name in code.co_names:
-        if name in globals_:
-            found[name] = globals_[name]
-    return found
-
-
-def _simple_values(captured):
-    return {k: v for k, v in captured.items() if isinstance(v, _SIMPLE) and not callable(v)}
-
-
-def _sizes(captured):
-    return {k: len(v) for k, v in captured.items() if isinstance(v, (list, dict, set))}
-
-
 # -- the recorder ---------------------------------------------------------------------------
 
 class _FunctionState:
-    def __init__(self, name, code, cache):
-        self.name, self.code = name, code
+    def __init__(self, name, code, cache, library):
+        self.name, self.code, self.library = name, code, library
         # Held so that its id, the recorder's key, is not reused while recording:
         # once a tf.function is collected a new one's cache can get the same id,
         # and its first trace would read as a retrace (FunctionCache takes no weakref).
         self.cache = cache
         self.calls = 0
-        self.traces = []   # call descriptions of past traces
-        self.frozen = {}   # simple captured values at the last trace
+        self.traces = []   # (call description, context description) of past traces
+        self.frozen = []   # (name, where, value) of simple captured values at the last trace
         self.reported = set()
+        self.initial = None  # the first trace's event while TF still owes its second trace
 
 
 class Recorder:
     """Collects trace events and warnings; see watch() and monitor()."""
 
-    def __init__(self, accept=None):
-        self.accept = accept  # a predicate on the Python function, or None for all
+    def __init__(self, target=None):
+        self.target = target  # the one Python function to record, or None for all
         self.events, self.warnings = [], []
-        self._states = {}
+        self._states, self._ignored = {}, {}
         self._codes_seen = set()
 
     @property
     def trace_count(self):
         return len(self.events)
 
-    # Called by the patched TF entry points.
-    def _state(self, tracing_options):
-        fn = _python_function(tracing_options)
-        if self.accept is not None and not self.accept(fn):
+    def state_for(self, tracing_options):
+        cache = tracing_options.function_cache
+        state = self._states.get(id(cache))
+        if state is not None or id(cache) in self._ignored:
+            return state
+        fn = python_function(tracing_options)
+        if self.target is not None and fn is not self.target:
+            self._ignored[id(cache)] = cache
             return None
-        key = id(tracing_options.function_cache)
-        if key not in self._states:
-            name = getattr(fn, "__qualname__", getattr(fn, "__name__", tracing_options.name))
-            self._states[key] = _FunctionState(
-                name, getattr(fn, "__code__", None), tracing_options.function_cache)
-        return self._states[key]
+        code = getattr(fn, "__code__", None)
+        state = _FunctionState(getattr(fn, "__qualname__", tracing_options.name), code, cache,
+                               code is not None and userframes.is_library(code.co_filename))
+        self._states[id(cache)] = state
+        return state
 
-    def _before_call(self, state, tracing_options):
+    def before_call(self, state, tracing_options):
+        """Counts the call; returns the first trace's event when this is TF's second pass of
+        a first call that created variables (not a new call)."""
+        first, state.initial = state.initial, None
+        if first is not None and tracing_options.scope_type == _NO_VARIABLE_CREATION:
+            return first
         state.calls += 1
-        if not state.traces:
-            return
-        current = _simple_values(_captured(_python_function(tracing_options)))
-        for name, old in state.frozen.items():
-            new = current.get(name, old)
+        for name, where, old in state.frozen:
+            new = read_capture(where, name, old)
             if new is not old and new != old and (name, repr(new)) not in state.reported:
                 state.reported.add((name, repr(new)))
                 self.warnings.append(TraceWarning("stale_capture", state.name, (
                     "%s read %s = %r when it was last traced; at call %d it is %r, but the graph "
                     "still uses %r (a changed Python value does not retrace)"
                     % (state.name, name, old, state.calls, new, old))))
+        return None
 
-    def _on_trace(self, state, tracing_options, call):
+    def on_trace(self, state, first, call, context, site):
+        if first is not None:
+            return first  # TF's second trace of a first call that created variables
         if state.traces:
-            best = min((diff_calls(t, call) for t in state.traces), key=len)
-            reasons = list(dict.fromkeys(c.reason for c in best)) or ["structure"]
-            event = TraceEvent(state.name, state.calls, reasons, best)
+            best = min(((diff_calls(c, call) or diff_contexts(x, context)) for c, x in state.traces),
+                       key=len)
+            best = best or [Change("the cache key", "unexplained", "the earlier traces",
+                                   "a key none of them matched")]
+            event = TraceEvent(state.name, state.calls, list(dict.fromkeys(c.reason for c in best)),
+                               best)
         else:
-            first = "new_function" if state.code is not None and state.code in self._codes_seen else "initial"
-            event = TraceEvent(state.name, state.calls, [first], [])
+            again = state.code is not None and state.code in self._codes_seen and not state.library
+            event = TraceEvent(state.name, state.calls, ["new_function" if again else "initial"], [])
+        if state.library:
+            event.site = site or "TensorFlow's own calls"
         self.events.append(event)
-        state.traces.append(call)
+        state.traces.append((call, context))
         if state.code is not None:
             self._codes_seen.add(state.code)
-        state.frozen = _simple_values(_captured(_python_function(tracing_options)))
+        return event
 
-    def _side_effect(self, state, message):
+    def after_trace(self, state, event, fn, signature, call, variables):
+        event.traced_as.update(generalised(call, signature))
+        if variables and event.reasons == ["initial"] and not event.variables:
+            event.variables.extend(variables)
+            state.initial = event  # TF calls (and traces) again, without variable creation
+        state.frozen = [(name, where, value) for name, (where, value) in captures(fn).items()
+                        if is_simple(value)]
+
+    def pending_initial(self):
+        """The first-trace event whose variables TF's initialiser function is for, if any."""
+        return next((s.initial for s in self._states.values() if s.initial is not None), None)
+
+    def side_effect(self, state, message):
         self.warnings.append(TraceWarning("side_effect", state.name, message))
 
     def explain(self):
-        lines = []
-        by_function = {}
+        lines, groups = [], {}
         for e in self.events:
-            by_function.setdefault(e.function, []).append(e)
-        for name, events in by_function.items():
-            # Several tf.function objects can share a name (new_function): count all their calls.
-            calls = sum(s.calls for s in self._states.values() if s.name == name)
-            lines.append("%s: traced %d time%s in %d call%s" % (
-                name, len(events), "" if len(events) == 1 else "s", calls, "" if calls == 1 else "s"))
-            for e in events:
-                what = ", ".join("%s %s: %s -> %s" % (c.argument, c.reason, c.before, c.after)
-                                 for c in e.changes) or e.reasons[0]
-                lines.append("  call %d traced (%s): %s" % (e.call_index, ", ".join(e.reasons), what))
+            groups.setdefault((e.site, None if e.site else e.function), []).append(e)
+        for (site, name), events in groups.items():
+            if site:
+                names = ", ".join(dict.fromkeys(e.function.rpartition(".")[2] for e in events))
+                lines.append("%s: TensorFlow/Keras traced %d function%s of their own (%s)" % (
+                    site, len(events), "" if len(events) == 1 else "s", names))
+                events = [e for e in events if e.reasons != ["initial"]]
+            else:
+                # Several tf.function objects can share a name (new_function): count all their calls.
+                calls = sum(s.calls for s in self._states.values() if s.name == name)
+                lines.append("%s: traced %d time%s in %d call%s" % (
+                    name, len(events), "" if len(events) == 1 else "s", calls,
+                    "" if calls == 1 else "s"))
+            lines.extend("  " + e.describe() for e in events)
         for w in self.warnings:
             lines.append("warning %s in %s: %s" % (w.kind, w.function, w.message))
         kinds = [r for e in self.events for r in e.reasons if r != "initial"] + [w.kind for w in self.warnings]
@@ -287,106 +238,60 @@ class Recorder:
         return "\n".join(lines)
 
 
-_active = []  # recorders, innermost last
-_originals = {}
-_tracing = []  # the calls in progress, innermost last: (recorder states, call description)
-
-
-def _patched_maybe_define(args, kwargs, tracing_options):
-    states = [(r, r._state(tracing_options)) for r in _active]
-    states = [(r, s) for r, s in states if s is not None]
-    for recorder, state in states:
-        recorder._before_call(state, tracing_options)
-    call = describe_call(args or (), kwargs or {}) if states else None
-    _tracing.append((states, call))
-    try:
-        return _originals["_maybe_define_function"](args, kwargs, tracing_options)
-    finally:
-        _tracing.pop()
-
-
-def _patched_create(function_type, type_context, func_graph, tracing_options):
-    states, call = _tracing[-1] if _tracing else ([], None)
-    if not states:
-        return _originals["_create_concrete_function"](function_type, type_context, func_graph,
-                                                        tracing_options)
-    for recorder, state in states:
-        recorder._on_trace(state, tracing_options, call)
-    fn = _python_function(tracing_options)
-    sizes_before = _sizes(_captured(fn))
-    printed, created = [], []
-    real_print = builtins.print
-
-    def recording_print(*a, **k):
-        printed.append(" ".join(map(str, a)))
-        return real_print(*a, **k)
-
-    def recording_creator(next_creator, **kw):
-        created.append(kw.get("name") or "unnamed")
-        return next_creator(**kw)
-
-    builtins.print = recording_print
-    try:
-        with tf.variable_creator_scope(recording_creator):
-            return _originals["_create_concrete_function"](function_type, type_context, func_graph,
-                                                            tracing_options)
-    finally:
-        builtins.print = real_print
-        sizes_after = _sizes(_captured(fn))
-        for recorder, state in states:
-            if printed:
-                recorder._side_effect(state, "print() ran while tracing (%r): it prints once per "
-                                             "trace, not on every call" % printed[0])
-            for name in created:
-                recorder._side_effect(state, "a tf.Variable (%s) was created while tracing" % name)
-            for name, size in sizes_after.items():
-                if sizes_before.get(name, size) != size:
-                    recorder._side_effect(state, "%s changed size while tracing (%d -> %d): a "
-                                                 "Python append runs once per trace, not per call"
-                                          % (name, sizes_before[name], size))
-
-
-@contextlib.contextmanager
-def _recording(recorder):
-    if not _active:
-        _originals["_maybe_define_function"] = _tc._maybe_define_function
-        _originals["_create_concrete_function"] = _tc._create_concrete_function
-        _tc._maybe_define_function = _patched_maybe_define
-        _tc._create_concrete_function = _patched_create
-    _active.append(recorder)
-    try:
-        yield recorder
-    finally:
-        _active.remove(recorder)
-        if not _active:
-            _tc._maybe_define_function = _originals["_maybe_define_function"]
-            _tc._create_concrete_function = _originals["_create_concrete_function"]
-
-
 def monitor():
     """A context manager recording the traces of every tf.function called inside it."""
-    return _recording(Recorder())
+    return tracehooks.recording(Recorder())
 
 
 class watch:
     """Wraps a tf.function (or a Python function, made one): calls pass through unchanged,
-    and every trace is recorded with its reason. See the module docstring."""
+    and every trace is recorded with its reason. See the module docstring. A copy wraps the
+    same tf.function, with the events recorded so far; an unpickled one an untraced copy."""
 
     def __init__(self, fn):
         if not callable(fn):
             raise TypeError("watch needs a tf.function or a Python function, got %s"
                             % type(fn).__name__)
         self.function = fn if hasattr(fn, "python_function") else tf.function(fn)
-        target = inspect.unwrap(getattr(self.function.python_function, "__func__",
-                                        self.function.python_function))
-        self._recorder = Recorder(accept=lambda f: f is target)
+        python = self.function.python_function
+        self._recorder = Recorder(target=inspect.unwrap(getattr(python, "__func__", python)))
 
     def __call__(self, *args, **kwargs):
-        with _recording(self._recorder):
+        # Inline rather than tracehooks.recording(): a context manager costs a microsecond per call.
+        active = tracehooks.active
+        if not active:
+            tracehooks.install()
+        active.append(self._recorder)
+        try:
             return self.function(*args, **kwargs)
+        finally:
+            active.remove(self._recorder)
+            if not active:
+                tracehooks.uninstall()
 
     def __getattr__(self, name):  # get_concrete_function, experimental_*...
+        if name.startswith("__") or "function" not in self.__dict__:
+            raise AttributeError(name)  # copy and pickle probe dunders before __init__ ran
         return getattr(self.function, name)
+
+    def __copy__(self):
+        clone = watch(self.function)
+        clone.__setstate__({"events": self.events, "warnings": self.warnings})
+        return clone
+
+    def __deepcopy__(self, memo):  # a traced tf.function cannot be deep-copied: share it
+        clone = watch(self.function)
+        clone.__setstate__(copy.deepcopy({"events": self.events, "warnings": self.warnings}, memo))
+        return clone
+
+    def __reduce__(self):
+        # TF pickles a tf.function only untraced: an unpickled watch traces anew on first call.
+        untraced = self.function._clone(None)  # noqa: SLF001 - the same options, no graphs
+        return watch, (untraced,), {"events": list(self.events), "warnings": list(self.warnings)}
+
+    def __setstate__(self, state):
+        self._recorder.events.extend(state["events"])
+        self._recorder.warnings.extend(state["warnings"])
 
     @property
     def events(self):

@@ -11,12 +11,25 @@ become sub-reports, recursively.
 
 import tensorflow as tf
 
-from tf_inspector import cost
+from tf_inspector import cost, symbolic, userframes
 from tf_inspector.report import GraphReport, NodeInfo, TensorInfo
+from tf_inspector.xla import xla_cost
 
 
 class TracingError(RuntimeError):
-    """The function could not be traced into a graph; the message names the cause."""
+    """The function could not be traced into a graph. The message carries the user's own
+    error message and line; so do the attributes user_message, file, line (None when no
+    user frame raised)."""
+
+    def __init__(self, name, error):
+        where = userframes.user_error(error)
+        if where is None:
+            self.user_message, self.file, self.line = "%s: %s" % (type(error).__name__, error), None, None
+            super().__init__("could not trace %s: %s" % (name, self.user_message))
+            return
+        self.user_message, self.file, self.line = where.message, where.file, where.line
+        super().__init__("could not trace %s: %s\n  at %s:%d in %s: %s" % (
+            name, where.message, where.file, where.line, where.function, where.source))
 
 
 def _tensor_info(t):
@@ -32,9 +45,10 @@ def _numpy_dtype(dtype):
         return "object"
 
 
-def _io(tensors):
-    return [(None if t.shape.rank is None else tuple(t.shape.as_list()), _numpy_dtype(t.dtype))
-            for t in tensors]
+def _io(tensors, to_expr):
+    return [(None if t.shape.rank is None else tuple(d if d is None or to_expr is None
+                                                     else to_expr(d) for d in t.shape.as_list()),
+             _numpy_dtype(t.dtype)) for t in tensors]
 
 
 def _attrs(op):
@@ -57,11 +71,16 @@ def _called_functions(op):
     return names
 
 
+def _estimate(op, to_expr=None):
+    """(flops, bytes) of one op; to_expr, if given, maps each dimension to a formula."""
+    return cost.estimate(op.type, _io(op.inputs, to_expr), _io(op.outputs, to_expr), _attrs(op))
+
+
 def build_report(graph, name=None):
     """A GraphReport of a FuncGraph (and, recursively, the functions it calls)."""
     nodes, subgraphs = [], {}
     for op in graph.get_operations():
-        flops, moved = cost.estimate(op.type, _io(op.inputs), _io(op.outputs), _attrs(op))
+        flops, moved = _estimate(op)
         nodes.append(NodeInfo(
             name=op.name, op=op.type,
             inputs=[t.name for t in op.inputs] + ["^" + c.name for c in op.control_inputs],
@@ -74,8 +93,13 @@ def build_report(graph, name=None):
     return GraphReport(function=name or graph.name, nodes=nodes, subgraphs=subgraphs)
 
 
-def trace_and_inspect(fn, *inputs, **kwargs):
-    """Traces `fn` on `inputs` and returns the GraphReport of its concrete function."""
+def trace_and_inspect(fn, *inputs, dim_names=None, xla=False, mlir=False, **kwargs):
+    """Traces `fn` on `inputs` and returns the GraphReport of its concrete function.
+
+    Unknown dimensions (tf.TensorSpec([None, 3])) make costs formulas in them, named by
+    axis: dim_names[axis], default ("batch", "d1", ...); report.cost(batch=8) evaluates.
+    xla=True also compiles and runs it with XLA (inputs of known shape): report.xla;
+    mlir=True adds its TF dialect and StableHLO lowering: report.mlir."""
     if not callable(fn):
         raise TypeError("trace_and_inspect needs a callable (a Python function or a tf.function), "
                         "got %s" % type(fn).__name__)
@@ -83,8 +107,25 @@ def trace_and_inspect(fn, *inputs, **kwargs):
     try:
         concrete = function.get_concrete_function(*inputs, **kwargs)
     except Exception as e:  # TF raises many types while tracing user code
-        name = getattr(fn, "__name__", type(fn).__name__)
-        raise TracingError("could not trace %s: %s: %s" % (name, type(e).__name__,
-                                                           str(e).split("\n")[0])) from e
-    return build_report(concrete.graph, concrete.name.decode() if isinstance(concrete.name, bytes)
-                        else concrete.name)
+        raise TracingError(getattr(fn, "__name__", type(fn).__name__), e) from e
+    report = build_report(concrete.graph, concrete.name.decode()
+                          if isinstance(concrete.name, bytes) else concrete.name)
+    # What TF traced: input_signature and reduce_retracing can leave dimensions unknown
+    # that the inputs had.
+    traced = concrete.structured_input_signature
+    axes = symbolic.unknown_axes(traced)
+    if axes:
+        symbols = symbolic.symbols_for(axes, dim_names)
+        report.inputs = [tuple(symbols[a] if d is None else d for a, d in enumerate(s.shape.as_list()))
+                         for s in symbolic.tensor_specs(traced)]
+        try:
+            symbolic.symbolic_costs(report, concrete.graph, symbols, _estimate)
+        except (ValueError, tf.errors.InvalidArgumentError) as e:  # a graph TF cannot re-import
+            report.notes.append("no cost formulas: re-importing the graph at probe sizes failed "
+                                "(%s: %s)" % (type(e).__name__, str(e).split("\n")[0]))
+    if xla:
+        report.xla = xla_cost(fn, *inputs, **kwargs)
+    if mlir:
+        from tf_inspector.mlir import mlir_view  # it builds reports: a cycle at import time
+        report.mlir = mlir_view(function, *inputs, **kwargs)
+    return report

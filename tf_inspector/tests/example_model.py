@@ -1,12 +1,13 @@
 """A small model and a script for the CLI tests (graph and retrace)."""
 
+import example_helper  # a sibling file, found as `python example_model.py` would
 import tensorflow as tf
 
 w = tf.Variable(tf.ones([8, 4]))
 
 
 def mlp(x):
-    return tf.nn.relu(tf.matmul(x, w) + 1.0)
+    return tf.nn.relu(tf.matmul(x, w) + example_helper.SHIFT)
 
 
 @tf.function

@@ -34,6 +34,30 @@ def test_nodes_carry_op_type_inputs_dtypes_shapes_and_costs():
     assert report.unknown_cost_ops == []
 
 
+def test_matmul_flops_follow_the_transpose_flags():
+    # a is [16,3] and used as a^T [3,16]: the contraction is over 16, not 3.
+    report = tf_inspector.trace_and_inspect(lambda a, b: tf.matmul(a, b, transpose_a=True),
+                                            tf.ones([16, 3]), tf.ones([16, 8]))
+    assert next(n for n in report.nodes if n.op == "MatMul").flops == 2 * 3 * 8 * 16
+    report = tf_inspector.trace_and_inspect(lambda a, b: tf.matmul(a, b, adjoint_a=True),
+                                            tf.ones([2, 16, 3]), tf.ones([2, 16, 8]))
+    bmm = next(n for n in report.nodes if n.op.startswith("BatchMatMul"))
+    assert bmm.flops == 2 * 2 * 3 * 8 * 16
+
+
+def test_conv_flops_count_every_tap_of_every_input_channel():
+    report = tf_inspector.trace_and_inspect(
+        lambda x, k: tf.nn.conv2d(x, k, strides=1, padding="SAME"), tf.ones([2, 8, 8, 3]),
+        tf.ones([3, 3, 3, 4]))
+    conv = next(n for n in report.nodes if n.op == "Conv2D")
+    assert conv.flops == 2 * (2 * 8 * 8 * 4) * (3 * 3 * 3)  # 2 per MAC, per output element
+    report = tf_inspector.trace_and_inspect(
+        lambda x, k: tf.nn.depthwise_conv2d(x, k, strides=[1, 1, 1, 1], padding="VALID"),
+        tf.ones([1, 6, 6, 3]), tf.ones([3, 3, 3, 2]))
+    dw = next(n for n in report.nodes if n.op == "DepthwiseConv2dNative")
+    assert dw.flops == 2 * (1 * 4 * 4 * 6) * (3 * 3)  # one input channel per output channel
+
+
 def test_node_counts_are_deterministic_across_runs():
     assert mlp_report().op_counts == mlp_report().op_counts
     assert [n.name for n in mlp_report().nodes] == [n.name for n in mlp_report().nodes]
@@ -49,7 +73,8 @@ def test_unknown_ops_are_marked_unknown_not_guessed():
 def test_symbolic_shapes_from_tensor_specs():
     report = tf_inspector.trace_and_inspect(mlp, tf.TensorSpec([None, 64]), tf.ones([64, 16]), tf.ones([16]))
     matmul = next(n for n in report.nodes if n.op == "MatMul")
-    assert matmul.outputs[0].shape == (None, 16) and matmul.flops is None
+    assert matmul.outputs[0].shape == (None, 16)  # the graph's own view
+    assert str(matmul.flops) == "2048*batch"  # symbolic_test.py covers the formulas
 
 
 def test_nested_functions_get_sub_reports():
@@ -78,8 +103,9 @@ def test_nested_functions_get_sub_reports():
 def test_json_follows_the_documented_schema():
     data = json.loads(mlp_report().to_json())
     assert data["schema"] == SCHEMA
-    assert set(data) == {"schema", "function", "op_counts", "total_flops", "total_bytes",
-                         "unknown_cost_ops", "nodes", "subgraphs"}
+    assert set(data) == {"schema", "function", "symbols", "op_counts", "total_flops",
+                         "total_bytes", "unknown_cost_ops", "notes", "xla", "mlir", "nodes",
+                         "subgraphs"}
     node = data["nodes"][0]
     assert set(node) == {"name", "op", "inputs", "outputs", "device", "flops", "bytes"}
     assert all(set(o) == {"dtype", "shape"} for n in data["nodes"] for o in n["outputs"])
@@ -120,3 +146,23 @@ def test_bad_input_is_a_clear_error():
 
     with pytest.raises(tf_inspector.TracingError, match="could not trace untraceable"):
         tf_inspector.trace_and_inspect(untraceable, tf.TensorSpec([2]))
+
+
+def _check_widths(x):
+    raise ValueError("widths must match: got %d and 4\nsee the docs" % x.shape[0])
+
+
+def test_a_tracing_error_carries_the_users_message_and_line():
+    def model(x):
+        y = x + 1.0
+        return _check_widths(y)
+
+    for autograph in (True, False):
+        with pytest.raises(tf_inspector.TracingError) as caught:
+            tf_inspector.trace_and_inspect(tf.function(model, autograph=autograph), tf.ones([3]))
+        error = caught.value
+        assert "in user code" not in str(error)
+        assert "ValueError: widths must match: got 3 and 4\nsee the docs" in str(error), str(error)
+        assert error.user_message == "ValueError: widths must match: got 3 and 4\nsee the docs"
+        assert error.file == __file__ and error.line == _check_widths.__code__.co_firstlineno + 1
+        assert "graph_test.py:%d in _check_widths: raise ValueError(" % error.line in str(error)

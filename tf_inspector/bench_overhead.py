@@ -1,0 +1,70 @@
+"""What watch() and monitor() cost per call of an already-traced tf.function.
+
+    bazel run //tf_inspector:bench_overhead -- [--calls 200] [--rounds 300] [--json FILE]
+
+Times the same traced tf.function three ways, interleaved in short rounds so that load
+on the machine hits all three alike: bare, through watch(), and inside a monitor()
+block. Prints the median microseconds per call of each, and the overhead over bare as
+the median of the per-round differences (the goal: at most 5 us per call).
+"""
+
+import argparse
+import json
+import platform
+import statistics
+import time
+
+import tensorflow as tf
+from tqdm import tqdm
+
+import tf_inspector
+
+
+def _per_call_us(call, x, calls):
+    start = time.perf_counter()
+    for _ in range(calls):
+        call(x)
+    return 1e6 * (time.perf_counter() - start) / calls
+
+
+def measure(calls=200, rounds=300, progress=True):
+    bare = tf.function(lambda x: x + 1.0)
+    watched = tf_inspector.watch(bare)
+    x = tf.ones([4])
+    bare(x)
+    watched(x)  # traced once; every timed call reuses the graph
+    times = {"bare": [], "watch": [], "monitor": []}
+    for _ in tqdm(range(rounds), desc="rounds", disable=not progress):
+        times["bare"].append(_per_call_us(bare, x, calls))
+        times["watch"].append(_per_call_us(watched, x, calls))
+        with tf_inspector.monitor():
+            times["monitor"].append(_per_call_us(bare, x, calls))
+    medians = {k: statistics.median(v) for k, v in times.items()}
+    overhead = {k: statistics.median(a - b for a, b in zip(times[k], times["bare"]))
+                for k in ("watch", "monitor")}
+    if bare.experimental_get_tracing_count() != 1:
+        raise RuntimeError("the benchmark's function retraced: %s" % watched.explain())
+    return {"cpu": platform.processor() or platform.machine(), "calls": calls, "rounds": rounds,
+            "us_per_call": medians,
+            "overhead_us": overhead}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[1])
+    parser.add_argument("--calls", type=int, default=200, help="calls per round and way")
+    parser.add_argument("--rounds", type=int, default=300, help="interleaved rounds (median)")
+    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    args = parser.parse_args(argv)
+    result = measure(args.calls, args.rounds)
+    for way, us in result["us_per_call"].items():
+        extra = "" if way == "bare" else "  (+%.2f us)" % result["overhead_us"][way]
+        print("%-8s %7.2f us per call%s" % (way, us, extra))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

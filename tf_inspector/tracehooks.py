@@ -1,0 +1,152 @@
+"""TF's tracing entry points, wrapped while a recorder listens (see retrace.py).
+
+tracing_compilation._maybe_define_function runs on every call of every tf.function;
+_create_concrete_function only when TF traces. The first counts the call (one dictionary
+lookup per recorder); the second describes the arguments and the calling context, and
+watches the trace for side effects.
+"""
+
+import builtins
+import contextlib
+import inspect
+
+import tensorflow as tf
+from tensorflow.python.eager.polymorphic_function import function_context as _fc
+from tensorflow.python.eager.polymorphic_function import tracing_compilation as _tc
+
+from tf_inspector import userframes
+from tf_inspector.calls import describe_call, describe_context
+
+
+def python_function(tracing_options):
+    fn = tracing_options.python_function
+    return inspect.unwrap(getattr(fn, "__func__", fn))
+
+
+def captures(fn):
+    """{name: (where, value)} of the closure cells and globals the function's code reads;
+    `where` is the cell, or the globals dict, to read the value again on a later call."""
+    found = {}
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return found
+    for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+        try:
+            found[name] = (cell, cell.cell_contents)
+        except ValueError:  # an empty cell
+            pass
+    globals_ = getattr(fn, "__globals__", {})
+    for name in code.co_names:
+        if name in globals_:
+            found[name] = (globals_, globals_[name])
+    return found
+
+
+def read_capture(where, name, default):
+    if isinstance(where, dict):
+        return where.get(name, default)
+    try:
+        return where.cell_contents
+    except ValueError:
+        return default
+
+
+def is_simple(value):
+    return isinstance(value, (int, float, complex, str, bytes, bool)) and not callable(value)
+
+
+active = []  # recorders, innermost last
+_originals = {}
+_original_maybe_define = _tc._maybe_define_function  # read on every call: a global, not a dict
+_tracing = []  # the calls in progress, innermost last: (recorder states, args, kwargs)
+
+
+def _patched_maybe_define(args, kwargs, tracing_options):
+    states = []
+    for recorder in active:
+        state = recorder.state_for(tracing_options)
+        if state is not None:
+            states.append((recorder, state, recorder.before_call(state, tracing_options)))
+    _tracing.append((states, args, kwargs))
+    try:
+        return _original_maybe_define(args, kwargs, tracing_options)
+    finally:
+        _tracing.pop()
+
+
+def _patched_create(function_type, type_context, func_graph, tracing_options):
+    states, args, kwargs = _tracing[-1] if _tracing else ([], (), {})
+    create = _originals["_create_concrete_function"]
+    fn = python_function(tracing_options)
+    code = getattr(fn, "__code__", None)
+    if code is not None and code.co_name == "initialize_variables" and userframes.is_library(
+            code.co_filename):
+        # TF's lifted initialiser for the variables a first call created: part of that call.
+        states = [(r, s, f) for r, s, f in states if r.pending_initial() is None]
+    if not states:
+        return create(function_type, type_context, func_graph, tracing_options)
+    call = describe_call(args or (), kwargs or {})
+    context = describe_context(_fc.make_function_context(tracing_options.scope_type))
+    site = userframes.call_site() if any(s.library for _, s, _ in states) else None
+    events = [(r, s, r.on_trace(s, first, call, context, site)) for r, s, first in states]
+    captured_before = {k: len(v) for k, (_, v) in captures(fn).items()
+                       if isinstance(v, (list, dict, set))}
+    printed, created = [], []
+    real_print = builtins.print
+
+    def recording_print(*a, **k):
+        printed.append(" ".join(map(str, a)))
+        return real_print(*a, **k)
+
+    def recording_creator(next_creator, **kw):
+        variable = next_creator(**kw)
+        created.append(variable.name.split(":")[0])
+        return variable
+
+    builtins.print = recording_print
+    try:
+        with tf.variable_creator_scope(recording_creator):
+            concrete = create(function_type, type_context, func_graph, tracing_options)
+    finally:
+        builtins.print = real_print
+    signature = concrete.structured_input_signature
+    for recorder, state, event in events:
+        recorder.after_trace(state, event, fn, signature, call, created)
+        if printed:
+            recorder.side_effect(state, "print() ran while tracing (%r): it prints once per "
+                                        "trace, not on every call" % printed[0])
+        for name, (_, value) in captures(fn).items():
+            if name in captured_before and len(value) != captured_before[name]:
+                recorder.side_effect(state, "%s changed size while tracing (%d -> %d): a Python "
+                                            "append runs once per trace, not per call"
+                                     % (name, captured_before[name], len(value)))
+    return concrete
+
+
+def install():
+    global _original_maybe_define
+    _original_maybe_define = _tc._maybe_define_function
+    _originals["_maybe_define_function"] = _tc._maybe_define_function
+    _originals["_create_concrete_function"] = _tc._create_concrete_function
+    _tc._maybe_define_function = _patched_maybe_define
+    _tc._create_concrete_function = _patched_create
+
+
+def uninstall():
+    _tc._maybe_define_function = _originals["_maybe_define_function"]
+    _tc._create_concrete_function = _originals["_create_concrete_function"]
+
+
+@contextlib.contextmanager
+def recording(recorder):
+    if not active:
+        install()
+    active.append(recorder)
+    try:
+        yield recorder
+    finally:
+        active.remove(recorder)
+        if not active:
+            uninstall()
+
+
