@@ -28,10 +28,34 @@ from kernels import fx
 @dataclasses.dataclass
 class Stats:
     """What the "warp" backend saw since the last reset()."""
-    graphs: int = 0        # graphs compiled: one per frame, plus one per graph break
-    recompiles: int = 0    # compiles of a frame compiled before (its guards failed)
-    replaced: int = 0      # softmax nodes replaced, over all graphs
-    left: list = dataclasses.field(default_factory=list)     # kernels.fx.Change, over all graphs
+    # compile id -> (attempt, the kernels.fx reports of its graphs). When Dynamo
+    # restarts a compile (say, to specialize a size it found it must), only the
+    # last attempt's graphs are kept: the earlier ones never run.
+    compiles: dict = dataclasses.field(default_factory=dict)
+
+    def add(self, trace_id, report):
+        compile_id, attempt = trace_id if trace_id else (None, 0)
+        last, reports = self.compiles.get(compile_id, (attempt, []))
+        self.compiles[compile_id] = (attempt, (reports if last == attempt else []) + [report])
+
+    @property
+    def graphs(self):
+        """Graphs compiled: one per frame, plus one per graph break."""
+        return sum(len(reports) for _, reports in self.compiles.values())
+
+    @property
+    def recompiles(self):
+        """Compiles by "warp" of a frame it compiled before (its guards failed)."""
+        frames = [c.frame_id for c in self.compiles if c is not None]
+        return len(frames) - len(set(frames))
+
+    @property
+    def replaced(self):
+        return sum(len(r.replaced) for _, reports in self.compiles.values() for r in reports)
+
+    @property
+    def left(self):
+        return [c for _, reports in self.compiles.values() for r in reports for c in r.left]
 
     @property
     def graph_breaks(self):
@@ -75,9 +99,5 @@ def warp(gm, example_inputs, mode=None, options=None):
     inner = _inner(options.pop("inner", "inductor"), mode,
                    {k: v for k, v in options.items() if k != "decompose_sdpa"})
     report = fx.use_warp_softmax(gm, decompose_sdpa=options.get("decompose_sdpa", False))
-    compile_id = CompileContext.current_compile_id()
-    stats.graphs += 1
-    stats.recompiles += bool(compile_id and compile_id.frame_compile_id)
-    stats.replaced += len(report.replaced)
-    stats.left += report.left
+    stats.add(CompileContext.current_trace_id(), report)
     return inner(gm, example_inputs)
