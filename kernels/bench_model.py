@@ -2,7 +2,7 @@
 
     bazel run //kernels:bench_model                            # batch 8 x seq 128: a few minutes
     bazel run //kernels:bench_model -- --full                  # batch 8-64 x seq 128-512
-    bazel run //kernels:bench_model -- --batches 8 16 --seqs 128 256 --dtypes bfloat16
+    bazel run //kernels:bench_model -- --batches 8 16 --seqs 128 256 --dtypes bfloat16 --threads 1
 
 For each attention implementation (transformers' "eager", whose softmax the pass
 replaces, and "sdpa", its default, which has no softmax node: "warp" leaves it
@@ -165,9 +165,12 @@ def main(argv=None):
     parser.add_argument("--attention", nargs="+", choices=["eager", "sdpa"], default=["eager", "sdpa"])
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per size")
     parser.add_argument("--round-seconds", type=float, default=0.3, help="seconds per variant per round")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--plot", default="bert_bench.png", help="PNG path; the JSON goes beside it")
     args = parser.parse_args(argv)
     import torch
+    if args.threads:
+        torch.set_num_threads(args.threads)
     batches, seqs = FULL if args.full else (args.batches, args.seqs)
     sizes = [(b, s) for b in batches for s in seqs]
     title = "MiniLM-L6 BertModel, torch %s, %d threads, %s" % (
