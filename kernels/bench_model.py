@@ -3,6 +3,7 @@
     bazel run //kernels:bench_model                            # batch 8 x seq 128: a few minutes
     bazel run //kernels:bench_model -- --full                  # batch 8-64 x seq 128-512
     bazel run //kernels:bench_model -- --batches 8 16 --seqs 128 256 --dtypes bfloat16 --threads 1
+    bazel run //kernels:bench_model -- --backend-inner aot_eager   # warp hands its graph to aot_eager
 
 For each attention implementation (transformers' "eager", whose softmax the pass
 replaces, and "sdpa", its default, which has no softmax node: "warp" leaves it
@@ -27,16 +28,16 @@ DEFAULT = ([8], [128])
 FULL = ([8, 16, 32, 64], [128, 256, 512])
 
 
-def variants(model, attention):
+def variants(model, attention, inner):
     """{name: callable}: eager, inductor, warp (and warp+sdpa for SDPA attention)."""
     import torch
     import kernels.backend  # noqa: F401  registers "warp"
     out = {"eager": model,
            "inductor": torch.compile(model, backend="inductor", dynamic=True),
-           "warp": torch.compile(model, backend="warp", dynamic=True)}
+           "warp": torch.compile(model, backend="warp", dynamic=True, options={"inner": inner})}
     if attention == "sdpa":
         out["warp+sdpa"] = torch.compile(model, backend="warp", dynamic=True,
-                                         options={"decompose_sdpa": True})
+                                         options={"inner": inner, "decompose_sdpa": True})
     return out
 
 
@@ -87,7 +88,7 @@ def run_config(attention, dtype_name, sizes, args):
     torch._dynamo.reset()
     kernels.backend.reset()
     model = minilm.load(attention, getattr(torch, dtype_name))
-    runs = variants(model, attention)
+    runs = variants(model, attention, args.backend_inner)
     records, graphs_first = [], None
     from tqdm import tqdm
     with torch.no_grad():
@@ -165,6 +166,8 @@ def main(argv=None):
     parser.add_argument("--attention", nargs="+", choices=["eager", "sdpa"], default=["eager", "sdpa"])
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per size")
     parser.add_argument("--round-seconds", type=float, default=0.3, help="seconds per variant per round")
+    parser.add_argument("--backend-inner", default="inductor",
+                        help="the backend the warp variants hand their graph to (e.g. aot_eager)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--plot", default="bert_bench.png", help="PNG path; the JSON goes beside it")
     args = parser.parse_args(argv)
