@@ -79,7 +79,13 @@ def test_link_shares_plain_blobs_and_copies_executables(tmp_path):
     assert (tmp_path / "tool").read_bytes() == data
 
 
-@given(st.lists(st.integers(0, blob_cache.BATCH_BYTES), max_size=3000))
+def test_batches_hold_at_most_batch_count_digests():
+    digests = [Digest("%064x" % i, 1) for i in range(2 * blob_cache.BATCH_COUNT + 500)]
+    assert [len(b) for b in blob_cache.batches(digests)] == [blob_cache.BATCH_COUNT] * 2 + [500]
+
+
+@given(st.lists(st.one_of(st.integers(0, 4096), st.integers(0, blob_cache.BATCH_BYTES)),
+                max_size=300))
 def test_batches_keep_every_digest_within_the_limits(sizes):
     digests = [Digest("%064x" % i, size) for i, size in enumerate(sizes)]
     batches = list(blob_cache.batches(digests))
