@@ -17,14 +17,11 @@
 # the database, the bots' blob caches, logs and pid files.
 # Environment: RBE_PORT (default 50051), PYTHON313 (a Python 3.13 interpreter).
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+LIB_NAME=rbe_local
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+ROOT="$LIB_ROOT"
 STATE="${RBE_STATE:-${TMPDIR:-/tmp}/framework-internals-rbe}"
 PORT="${RBE_PORT:-50051}"
-
-die() { echo "rbe_local: error: $*" >&2; exit 2; }
-say() { echo "rbe_local: $*" >&2; }
-
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 find_python313() {
   local candidate
@@ -71,8 +68,8 @@ workspace_env() {  # prints the workspace's Python environment, which must exist
 }
 
 start() {
-  local workers="${1:-$(nproc)}" env pg pguser
-  if alive "$STATE/buildgrid.pid"; then die "already running (state in $STATE); stop it first"; fi
+  local workers="${1:-$(nproc)}" env pg pguser keys
+  if pid_alive "$STATE/buildgrid.pid"; then die "already running (state in $STATE); stop it first"; fi
   (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && die "port $PORT is taken: set RBE_PORT"
   pg="$(find_postgres)"
   env="$(buildgrid_env)"
@@ -94,8 +91,9 @@ start() {
   "$env/bin/bgd" migrate apply "postgresql+psycopg://$pguser@/bgd?host=$STATE/postgres" \
     >"$STATE/migrate.log" 2>&1 || { cat "$STATE/migrate.log" >&2; die "database migration failed"; }
 
+  keys="$("$env/bin/python" "$ROOT/tools/rbe/properties.py" keys)"
   sed -e "s|@STATE@|$STATE|g" -e "s|@PORT@|$PORT|g" -e "s|@PGUSER@|$pguser|g" \
-    "$ROOT/tools/rbe/buildgrid.yml.in" >"$STATE/buildgrid.yml"
+    -e "s|@PROPERTY_KEYS@|$keys|g" "$ROOT/tools/rbe/buildgrid.yml.in" >"$STATE/buildgrid.yml"
   say "BuildGrid on 127.0.0.1:$PORT"
   nohup "$env/bin/bgd" server start "$STATE/buildgrid.yml" >"$STATE/buildgrid.log" 2>&1 &
   echo $! >"$STATE/buildgrid.pid"
@@ -103,16 +101,6 @@ start() {
 
   workers "$workers"
   say "ready: $workers worker(s); logs in $STATE; stop with: tools/rbe_local.sh stop"
-}
-
-stop_pid() {  # PIDFILE: TERM, then KILL after 5 s
-  local pid
-  [ -f "$1" ] || return 0
-  pid="$(cat "$1")"
-  kill "$pid" 2>/dev/null || true
-  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -9 "$pid" 2>/dev/null || true
-  rm -f "$1"
 }
 
 # The executor image: the workspace's Python environment and the interpreter it
@@ -126,7 +114,7 @@ image() {
 
 workers() {  # N: stops the bots there are, starts N new ones with empty blob caches
   local n="$1" env main_env i pidfile path image_args=()
-  alive "$STATE/buildgrid.pid" || die "the server is not running: tools/rbe_local.sh start"
+  pid_alive "$STATE/buildgrid.pid" || die "the server is not running: tools/rbe_local.sh start"
   for pidfile in "$STATE"/worker-*.pid; do stop_pid "$pidfile"; done
   rm -rf "$STATE"/worker-*
   env="$(buildgrid_env)"
@@ -158,7 +146,7 @@ status() {
   local pidfile
   [ -d "$STATE" ] || { echo "not running"; return 3; }
   for pidfile in "$STATE/buildgrid.pid" "$STATE"/worker-*.pid; do
-    if alive "$pidfile"; then echo "$(basename "$pidfile" .pid): running (pid $(cat "$pidfile"))"
+    if pid_alive "$pidfile"; then echo "$(basename "$pidfile" .pid): running (pid $(cat "$pidfile"))"
     else echo "$(basename "$pidfile" .pid): not running"; fi
   done
   echo "state: $STATE"

@@ -16,25 +16,20 @@
 # Each fault gets a freshly started server and clean output bases; a running
 # server is stopped first. Exits non-zero if any fault ends otherwise.
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+LIB_NAME="rbe faults"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+ROOT="$LIB_ROOT"
 cd "$ROOT"
 STATE="$(tools/rbe_local.sh state)"
-work="$(mktemp -d "${TMPDIR:-/tmp}/rbe-faults.XXXXXX")"
-cleanup() {
-  for base in "$work"/base-*; do
-    [ -d "$base" ] && ./bazelw --output_base="$base" shutdown >/dev/null 2>&1 || true
-  done
-  tools/rbe_local.sh stop >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+make_work_dir rbe-faults
+work="$WORK"
+stop_server() { tools/rbe_local.sh stop >/dev/null 2>&1; }
+on_exit stop_server
+on_exit stop_bazel_servers "$work"
 # No bazel-* links in the clone for these throwaway output bases.
 NO_LINKS=--symlink_prefix=/
-failures=0
 
-say() { echo "rbe faults: $*"; }
-fail() { say "FAILED: $*"; failures=$((failures + 1)); }
-fresh_server() { tools/rbe_local.sh stop >/dev/null 2>&1 || true; tools/rbe_local.sh start "${1:-2}" 2>/dev/null; }
+fresh_server() { stop_server || true; tools/rbe_local.sh start "${1:-2}" 2>/dev/null; }
 
 # slow_bg NAME ARGS...: starts //tools/rbe:slow_test (20 s) in its own clean output
 # base, in the background (its pid in $!); a fresh FAULT_RUN gives it an action
@@ -169,7 +164,7 @@ corrupt_blob() {
 ALL_FAULTS=(server_stopped worker_killed corrupt_blob)
 faults=("${@:-${ALL_FAULTS[@]}}")
 for fault in "${faults[@]}"; do
-  [[ " ${ALL_FAULTS[*]} " == *" $fault "* ]] || { say "unknown fault '$fault' (known: ${ALL_FAULTS[*]})"; exit 2; }
+  [[ " ${ALL_FAULTS[*]} " == *" $fault "* ]] || die "unknown fault '$fault' (known: ${ALL_FAULTS[*]})"
 done
 for fault in "${faults[@]}"; do "$fault"; done
-[ "$failures" = 0 ] && say "all faults handled" || { say "$failures fault check(s) failed"; exit 1; }
+[ "$FAILURES" = 0 ] && say "all faults handled" || abort "$FAILURES fault check(s) failed"

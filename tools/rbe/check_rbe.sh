@@ -12,18 +12,13 @@
 # already running; RBE_KEEP=1 leaves it running. Needs ./bazelw to have run
 # once (the Python environment). Output bases go to a temp folder, removed after.
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+LIB_NAME="rbe check"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+ROOT="$LIB_ROOT"
 cd "$ROOT"
-work="$(mktemp -d "${TMPDIR:-/tmp}/rbe-check.XXXXXX")"
-started=""
-cleanup() {
-  for base in "$work"/base*; do
-    [ -d "$base" ] && ./bazelw --output_base="$base" shutdown >/dev/null 2>&1 || true
-  done
-  rm -rf "$work"
-  if [ -n "$started" ] && [ -z "${RBE_KEEP:-}" ]; then tools/rbe_local.sh stop; fi
-}
-trap cleanup EXIT
+make_work_dir rbe-check
+work="$WORK"
+on_exit stop_bazel_servers "$work"
 # No bazel-* links in the clone for these throwaway output bases: a link into
 # another live output base would make `//...` wander into its external/ folder.
 NO_LINKS=--symlink_prefix=/
@@ -33,18 +28,18 @@ STATE="$(tools/rbe_local.sh state)"
 # cannot list it) points into that output base, and a build in another output
 # base would walk into it.
 mapfile -t ALL < <(./bazelw query //... --output=package 2>/dev/null | sed 's|^|//|; s|$|:all|')
-[ "${#ALL[@]}" -gt 0 ] || { echo "rbe check: bazel query //... found no packages" >&2; exit 1; }
+[ "${#ALL[@]}" -gt 0 ] || abort "bazel query //... found no packages"
 
 cas_figures() {  # what the loopback server's CAS holds (BuildGrid's !disk-storage)
   local objects="$STATE/cas/cas/objects"
   [ -d "$objects" ] || return 0
-  echo "rbe check: server CAS after run $1: $(find "$objects" -type f | wc -l) blobs," \
+  say "server CAS after run $1: $(find "$objects" -type f | wc -l) blobs," \
     "$(du -sm "$objects" | cut -f1) MB"
 }
 
 if ! tools/rbe_local.sh status >/dev/null 2>&1; then
   tools/rbe_local.sh start
-  started=1
+  [ -n "${RBE_KEEP:-}" ] || on_exit tools/rbe_local.sh stop
 fi
 
 # run N: one clean `bazel test //... --config=rbe`; prints its figures.
@@ -55,7 +50,7 @@ run() {
   ./bazelw --output_base="$work/base$n" test "${ALL[@]}" --config=rbe $NO_LINKS "$@" >"$log" 2>&1 || rc=$?
   end=$(date +%s.%N)
   line="$(grep -E '^INFO: [0-9]+ processes' "$log" | tail -1)"
-  [ "$rc" = 0 ] || { tail -40 "$log" >&2; echo "rbe check: run $n failed (exit $rc)" >&2; exit 1; }
+  [ "$rc" = 0 ] || { tail -40 "$log" >&2; abort "run $n failed (exit $rc)"; }
   # Bazel 4.2: "INFO: 140 processes: 100 remote cache hit, 30 internal, 10 remote."
   python3 - "$n" "$line" "$start" "$end" "$work/figures" <<'EOF'
 import re, sys
@@ -81,11 +76,10 @@ run 2 "$@"
 cas_figures 2
 read -r _ remote2 hits2 local2 rate2 < <(tail -1 "$work/figures")
 if [ "$remote2" != 0 ] || [ "$local2" != 0 ]; then
-  echo "rbe check: FAILED: the second clean build executed $remote2 actions remotely and" \
-    "$local2 locally instead of taking them from the remote cache ($rate2% hits)" >&2
-  exit 1
+  abort "the second clean build executed $remote2 actions remotely and" \
+    "$local2 locally instead of taking them from the remote cache ($rate2% hits)"
 fi
-echo "rbe check: second clean build: $hits2 remote cache hits, 100%, nothing executed"
+say "second clean build: $hits2 remote cache hits, 100%, nothing executed"
 
 # Hermetic actions: from inside a remote action the workspace and $HOME look
 # empty, apart from the executor image's Python environment (and its base interpreter).
@@ -97,7 +91,6 @@ if ./bazelw --output_base="$work/base2" test //tools/rbe:isolation_test --config
   grep -E "^ok: " "$work/isolation.log" | sed 's/^/rbe check: isolation /'
 else
   grep -E "^(ok|FAIL): |^ERROR" "$work/isolation.log" >&2
-  echo "rbe check: FAILED: remote actions can read undeclared files" >&2
-  exit 1
+  abort "remote actions can read undeclared files"
 fi
-echo "rbe check: passed"
+say "passed"

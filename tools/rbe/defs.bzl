@@ -1,21 +1,14 @@
-"""Execution properties for remote executors: the one place that names them.
+"""Execution properties for remote executors, as Bazel's exec_properties.
 
-The scheduler (tools/rbe/buildgrid.yml.in, or a hosted service's pool) runs an
-action only on a worker offering every property the action asks for:
-
-  OSFamily    Linux: the C++ toolchain is the worker's gcc, as here.
-  python-env  the executor image must hold the workspace's pinned Python
-              environment (its folder name carries the lock's digest), which
-              py_test and the compilers' Python headers come from.
-  gpu         nvidia: only GPU workers take these (GPU_EXEC_PROPERTIES, which
-              GPU-only tests add with exec_properties).
+The names and values are written in tools/rbe/properties.bzl, which the bots
+and BuildGrid's config read too; this file only puts them together.
 """
 
 load("@python_env//:flags.bzl", "PYTHON_ENV_NAME")
+load(":properties.bzl", "GPU", "OS_FAMILY", "PYTHON_ENV_KEY")
 
-RBE_EXEC_PROPERTIES = {
-    "OSFamily": "Linux",
-    "python-env": PYTHON_ENV_NAME,
-}
+# Every action: a Linux worker whose image holds the workspace's Python environment.
+RBE_EXEC_PROPERTIES = dict(OS_FAMILY.items() + [(PYTHON_ENV_KEY, PYTHON_ENV_NAME)])
 
-GPU_EXEC_PROPERTIES = {"gpu": "nvidia"}
+# Added by GPU-only tests (exec_properties): only GPU workers take them.
+GPU_EXEC_PROPERTIES = GPU

@@ -8,12 +8,16 @@
 # The local disk cache is off throughout so only the remote cache can serve.
 # Exit status 0 when all three hold.
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+LIB_NAME=check_remote_cache
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+cd "$LIB_ROOT"
 server=tools/remote_cache/remote_cache.sh
 targets=(//tools/tests:pybind_example.so //tools/tests:torch_example_op.so //tools/tests:tf_example_op.so)
-export REMOTE_CACHE_DIR="$(mktemp -d)"
-work="$(mktemp -d)"
-trap '$server stop >/dev/null 2>&1; rm -rf "$REMOTE_CACHE_DIR" "$work"' EXIT
+make_work_dir remote-cache-check
+work="$WORK"
+export REMOTE_CACHE_DIR="$work/cache"
+stop_cache() { $server stop >/dev/null 2>&1; }
+on_exit stop_cache
 
 build() {  # build NAME: a clean output base, the remote cache, no disk cache
   local log="$work/$1.log" start=$SECONDS status
@@ -25,16 +29,14 @@ build() {  # build NAME: a clean output base, the remote cache, no disk cache
   return $status
 }
 
-fail() { echo "check_remote_cache: FAILED: $*"; exit 1; }
-
-$server start || fail "the cache server did not start"
-build fill || fail "the first build failed (see above)"
-build served || fail "the second build failed"
-grep -q 'remote cache hit' "$work/served.log" || fail "no remote cache hits in the second build"
+$server start || abort "the cache server did not start"
+build fill || abort "the first build failed (see above)"
+build served || abort "the second build failed"
+grep -q 'remote cache hit' "$work/served.log" || abort "no remote cache hits in the second build"
 grep -qE 'processes: .*(linux-sandbox|local|processwrapper-sandbox)' "$work/served.log" &&
-  fail "the second build executed actions instead of taking them from the cache"
+  abort "the second build executed actions instead of taking them from the cache"
 echo "served entirely from the remote cache"
 $server stop
-build fallback || fail "with the cache server down the build failed"
-grep -q 'Remote Cache' "$work/fallback.log" || fail "Bazel did not report the unreachable cache"
+build fallback || abort "with the cache server down the build failed"
+grep -q 'Remote Cache' "$work/fallback.log" || abort "Bazel did not report the unreachable cache"
 echo "cache down: $(grep -m1 -A1 'Remote Cache' "$work/fallback.log" | tr '\n' ' ')-> built locally"

@@ -11,18 +11,18 @@
 # this script serves whatever port it names. Blobs and logs go under
 # $REMOTE_CACHE_DIR (default ~/.cache/framework-internals/remote-cache).
 set -euo pipefail
-
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+LIB_NAME=remote_cache
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+root="$LIB_ROOT"
 state="${REMOTE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/framework-internals/remote-cache}"
 pidfile="$state/nginx.pid"
-die() { echo "remote_cache: error: $*" >&2; exit 2; }
 
 url="$(sed -n 's/^build:remote_cache --remote_cache=\(http:[^ ]*\).*/\1/p' "$root/.bazelrc")"
 [[ "$url" =~ ^http://(127\.0\.0\.1|localhost):([0-9]+)/?$ ]] ||
   die "no loopback --remote_cache URL under build:remote_cache in .bazelrc (found '$url')"
 port="${BASH_REMATCH[2]}"
 
-running() { [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+running() { pid_alive "$pidfile"; }
 
 start() {
   if running; then echo "remote cache already serving $url (pid $(cat "$pidfile"))"; return; fi
@@ -70,10 +70,7 @@ CONF
 stop() {
   if ! running; then echo "remote cache not running"; return; fi
   local pid; pid="$(cat "$pidfile")"
-  kill "$pid"
-  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$pid" 2>/dev/null && die "nginx (pid $pid) did not stop"
-  rm -f "$pidfile"
+  stop_pid "$pidfile"
   echo "remote cache stopped (pid $pid)"
 }
 
