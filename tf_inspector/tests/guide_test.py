@@ -6,4 +6,4 @@ from markdown_doctest import check_guide
 
 
 def test_the_guide_runs_as_written():
-    assert check_guide(os.path.join(os.path.dirname(__file__), "..", "GUIDE.md"), minimum_examples=40)
+    assert check_guide(os.path.join(os.path.dirname(__file__), "..", "GUIDE.md"), minimum_examples=80)
