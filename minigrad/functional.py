@@ -11,6 +11,7 @@ default; a loss of integer logits is not rounded to an integer).
 
 import numpy as np
 
+from kernels import dims
 from minigrad import ops
 from minigrad.function import Function
 from minigrad.tensor import Tensor
@@ -62,11 +63,7 @@ def _dim(op, shape, dim):
     """dim as an axis; a 0-d tensor takes dim 0 or -1 (as in torch)."""
     if isinstance(dim, (tuple, list)) or isinstance(dim, bool):
         raise TypeError("%s: dim must be one int, got %r" % (op, dim))
-    top = max(len(shape), 1)
-    if not -top <= dim < top:
-        raise IndexError("%s: dim %d is out of range for a tensor of shape %s (valid dims: %d to "
-                         "%d)" % (op, dim, tuple(shape), -top, top - 1))
-    return dim % top
+    return dims.normalize(dim, len(shape), op, shape=shape)
 
 
 def _floating(x):

@@ -16,6 +16,7 @@ grad * conj(df/dx)).
 
 import numpy as np
 
+from kernels.dims import normalize as normalize_dim
 from minigrad.dtypes import _operands
 from minigrad.function import Function
 from minigrad.grad_mode import _State
@@ -287,10 +288,7 @@ def _axes(op, dim, shape):
     for d in dims:
         if not isinstance(d, (int, np.integer)) or isinstance(d, bool):
             raise TypeError("%s: dim must be an int or a tuple of ints, got %r" % (op, dim))
-        if not -max(ndim, 1) <= d < max(ndim, 1):
-            raise IndexError("%s: dim %d is out of range for a tensor of shape %s (valid dims: "
-                             "%d to %d)" % (op, d, tuple(shape), -max(ndim, 1), max(ndim, 1) - 1))
-    axes = tuple(d % max(ndim, 1) for d in dims)
+    axes = tuple(normalize_dim(d, ndim, op, shape=shape) for d in dims)
     if len(set(axes)) != len(axes):
         raise ValueError("%s: dim %r names a dimension twice" % (op, dim))
     return axes if ndim else None
