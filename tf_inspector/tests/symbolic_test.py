@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tf_inspector
-from tf_inspector.bert import BertConfig, BertEncoder
+from tf_inspector.models.bert import BertConfig, BertEncoder
 
 
 def block(x, w):

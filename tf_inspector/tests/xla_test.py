@@ -8,7 +8,7 @@ import tensorflow as tf
 
 import tf_inspector
 from tf_inspector import cli
-from tf_inspector.bert import BertConfig, BertEncoder
+from tf_inspector.models.bert import BertConfig, BertEncoder
 from tf_inspector.xla import hlo_op_counts
 
 EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "example_model.py")

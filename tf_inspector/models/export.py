@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_inspector import retrace
-from tf_inspector.bert import mean_pool
+from tf_inspector.models.bert import mean_pool
 
 _SIGNATURE = [tf.TensorSpec([None, None], tf.int32, name=n)
               for n in ("input_ids", "attention_mask", "token_type_ids")]

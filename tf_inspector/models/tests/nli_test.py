@@ -6,13 +6,13 @@ import shutil
 import numpy as np
 import pytest
 
-from tf_inspector import nli, nli_eval
+from tf_inspector.models import nli, nli_eval
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SAMPLE = os.path.join(os.path.dirname(HERE), "testdata")
 # The real MNLI dev sets: $MNLI_DIR, or ../shared/data/mnli beside the checkout (development
 # machines and CI have it there; the source file's real path leads out of Bazel's runfiles).
-CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
 MNLI = os.environ.get("MNLI_DIR") or os.path.join(os.path.dirname(CHECKOUT), "shared", "data", "mnli")
 
 

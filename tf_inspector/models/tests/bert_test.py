@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_inspector.bert import BertConfig, BertEncoder, mean_pool
+from tf_inspector.models.bert import BertConfig, BertEncoder, mean_pool
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

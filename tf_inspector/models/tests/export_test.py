@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_inspector import export
-from tf_inspector.bert import BertConfig, BertEncoder
+from tf_inspector.models import export
+from tf_inspector.models.bert import BertConfig, BertEncoder
 
 
 @pytest.fixture(scope="module")
