@@ -1,46 +1,135 @@
 #!/usr/bin/env bash
-# The GPU check, for a machine with an NVIDIA GPU, nvcc and a CUDA build of
-# torch but no Bazel (the lent device machine): builds the PyTorch operator
-# from the same sources with torch.utils.cpp_extension, runs the GPU tests and
-# the GPU benchmark, and writes the results (Markdown) to $1 (default
-# kernels/BENCHMARKS.gpu.md). About 5 minutes on an H200.
+# The GPU check without Bazel: builds the PyTorch operator from the same sources
+# with torch.utils.cpp_extension, loads it, runs the tests and the benchmark, and
+# writes every result to one Markdown file. Made for the lent GPU machine as it
+# is (Python 3.12, torch 2.11.0+cu130, nvcc 13.0, no Bazel, no network; under
+# 10 minutes: each step has its own time limit).
 #
-#   bash kernels/gpu_check.sh /path/to/results.md
+#   bash kernels/gpu_check.sh [RESULTS.md]               # on a GPU: build, GPU tests
+#                                                        # (sweep), benchmark
+#   bash kernels/gpu_check.sh --build-only [RESULTS.md]  # anywhere: build for sm_90
+#                                                        # with CUDA, load, run the CPU tests
+#
+# RESULTS.md defaults to kernels/BENCHMARKS.gpu.md. PYTHON picks the interpreter
+# (default python3). The toolkit: $CUDA_HOME if set; else the one of NVIDIA's
+# wheels beside torch (nvidia/cu<major>, what Bazel's --config=cuda uses); else
+# the folder above nvcc on PATH; else /usr/local/cuda. CI runs --build-only with
+# the workspace's pinned environment, so the script's first GPU run is not its
+# first run. Exit status: 0 when every step passed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+mode=full
+if [[ "${1:-}" == --build-only ]]; then mode=build-only; shift; fi
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then sed -n '2,19p' "$0"; exit 0; fi
 out="${1:-kernels/BENCHMARKS.gpu.md}"
-export CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}" PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-python3 - <<'PY'
-import os, shutil, torch
+python="${PYTHON:-python3}"
+build="$(mktemp -d "${TMPDIR:-/tmp}/warp_softmax_gpu_check.XXXXXX")"
+mkdir -p "$build/py/kernels" "$(dirname "$out")"
+
+if [[ -z "${CUDA_HOME:-}" ]]; then
+  CUDA_HOME="$("$python" - <<'PY'
+import os, sysconfig, torch
+root = os.path.join(sysconfig.get_paths()["purelib"], "nvidia", "cu" + (torch.version.cuda or "0").split(".")[0])
+print(root if os.path.exists(os.path.join(root, "bin", "nvcc")) else "")
+PY
+)"
+  if [[ -z "$CUDA_HOME" ]] && command -v nvcc >/dev/null; then
+    CUDA_HOME="$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")"
+  fi
+  CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
+fi
+# The library is found through sys.path (kernels/library.py), not copied into the tree.
+export CUDA_HOME PYTHONPATH="$PWD:$build/py${PYTHONPATH:+:$PYTHONPATH}" WARP_SOFTMAX_BUILD="$build"
+if [[ "$mode" == build-only ]]; then
+  export TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0}"  # H100/H200; no GPU to ask
+  export CUDA_VISIBLE_DEVICES=""  # the same code paths on a machine with a GPU
+fi
+
+failed=0
+step() {  # step TITLE SECONDS COMMAND...: runs it under a time limit, its output in a block
+  local title="$1" limit="$2" status=0
+  shift 2
+  echo "step: $title" >&2
+  {
+    echo "## $title"
+    echo
+    echo '```'
+    timeout --kill-after=10 "$limit" "$@" 2>&1 | tail -n 40 || status=$?
+    echo '```'
+    if [[ $status == 0 ]]; then echo "Passed."; else echo "**Failed** (exit status $status)."; fi
+    echo
+  } >> "$out"
+  [[ $status == 0 ]] || failed=1
+}
+
+{
+  echo "# warp_softmax GPU check ($mode), $(date -u '+%F %H:%M UTC')"
+  echo
+  "$python" -c 'import platform, torch; print("- Python %s, torch %s (CUDA %s)" % (platform.python_version(), torch.__version__, torch.version.cuda)); print("- GPU: %s" % (torch.cuda.get_device_name() if torch.cuda.is_available() else "none"))'
+  echo "- nvcc: $("$CUDA_HOME/bin/nvcc" --version | grep release) ($CUDA_HOME)"
+  echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
+  echo
+} > "$out"
+
+step "Build (torch.utils.cpp_extension, CUDA)" 420 "$python" - <<'PY'
+import ast, os, re, shutil, subprocess, torch
 from torch.utils.cpp_extension import load
-arch = "%d%d" % torch.cuda.get_device_capability()
-build = "/tmp/warp_softmax_build"
-os.makedirs(build, exist_ok=True)
-load(name="warp_softmax", build_directory=build, is_python_module=False,
+build = os.environ["WARP_SOFTMAX_BUILD"]
+if torch.cuda.is_available() and "TORCH_CUDA_ARCH_LIST" not in os.environ:
+    os.environ["TORCH_CUDA_ARCH_LIST"] = "%d.%d" % torch.cuda.get_device_capability()
+print("TORCH_CUDA_ARCH_LIST=" + os.environ.get("TORCH_CUDA_ARCH_LIST", "(torch's default)"))
+# softmax_cpu_level.cc once per x86-64 level, with the flags tools/copts.bzl
+# gives Bazel's build (X86_LEVEL_COPTS, read from there); cpp_extension's one
+# set of flags cannot do that, so these objects are linked in.
+copts = re.sub(r"#[^\n]*", "", open("tools/copts.bzl").read())
+levels = ast.literal_eval(re.search(r"X86_LEVEL_COPTS = (\{.*?\n\})", copts, re.S).group(1))
+objects = []
+for level, flags in levels.items():
+    objects.append(os.path.join(build, "softmax_cpu_%s.o" % level))
+    subprocess.run(["c++", "-std=c++17", "-O3", "-fPIC", "-Wno-psabi", "-Wno-maybe-uninitialized",
+                    "-I.", "-c", "kernels/softmax_cpu_level.cc", "-o", objects[-1]] + flags, check=True)
+    print("compiled the", level, "level")
+# NVIDIA's runtime wheel ships only libcudart.so.<major>; cpp_extension links -lcudart.
+link_dir = os.path.join(build, "lib")
+os.makedirs(link_dir, exist_ok=True)
+for lib in ("lib64", "lib"):
+    folder = os.path.join(os.environ["CUDA_HOME"], lib)
+    versioned = sorted(f for f in os.listdir(folder) if re.fullmatch(r"libcudart\.so\.\d+", f)) if os.path.isdir(folder) else []
+    if versioned and not os.path.exists(os.path.join(folder, "libcudart.so")):
+        os.symlink(os.path.join(folder, versioned[-1]), os.path.join(link_dir, "libcudart.so"))
+# Then as tools/copts.bzl compiles torch extensions: C++20 and OpenMP (cpp_extension
+# adds the standard and the ABI define), -O3.
+load(name="warp_softmax", build_directory=build, is_python_module=False, verbose=False,
      sources=["kernels/torch_op.cc", "kernels/softmax_cpu.cc", "kernels/softmax_cuda.cu"],
      extra_include_paths=[os.getcwd()],
      extra_cflags=["-O3", "-fopenmp", "-Wno-psabi", "-DWARP_SOFTMAX_WITH_CUDA"],
-     extra_cuda_cflags=["-O3", "-gencode=arch=compute_%s,code=sm_%s" % (arch, arch)],
-     extra_ldflags=["-fopenmp"])
-# Where kernels/library.py looks first (ignored by git).
-shutil.copy(os.path.join(build, "warp_softmax.so"), "kernels/warp_softmax.so")
+     extra_cuda_cflags=["-O3", "--expt-relaxed-constexpr"],
+     extra_ldflags=["-fopenmp", "-L" + link_dir] + objects)
+shutil.copy(os.path.join(build, "warp_softmax.so"), os.path.join(build, "py", "kernels"))
+print("built", os.path.join(build, "py", "kernels", "warp_softmax.so"))
 PY
-{
-  echo "# warp_softmax on $(python3 -c 'import torch; print(torch.cuda.get_device_name())'), $(date -u +%F)"
-  echo
-  echo "torch $(python3 -c 'import torch; print(torch.__version__)'), $(nvcc --version | tail -1)"
-  echo
-  echo '## GPU tests'
-  echo '```'
-  python3 -m pytest -q -p no:cacheprovider kernels/tests/torch_op_gpu_test.py 2>&1 | tail -5
-  echo '```'
-  for dtype in float32 bfloat16; do
-    echo "## Benchmark, $dtype"
-    echo '```'
-    python3 kernels/bench.py --device cuda --dtype "$dtype" \
+
+step "Load: the operators have CPU and CUDA kernels" 120 "$python" -c '
+import torch, kernels
+from kernels import library
+print("library:", library.find("warp_softmax.so"))
+print(kernels.warp_softmax(torch.tensor([[1.0, 2.0, 3.0]])))
+for op in ("warp_softmax", "warp_softmax_backward", "warp_log_softmax", "warp_log_softmax_backward"):
+    for key in ("CPU", "CUDA"):
+        assert torch._C._dispatch_has_kernel_for_dispatch_key("kernels::" + op, key), (op, key)
+print("CPU and CUDA kernels registered for every operator")'
+
+if [[ "$mode" == build-only ]]; then
+  step "CPU tests with this build (kernels/tests/torch_op_test.py)" 360 \
+    "$python" -m pytest -q -p no:cacheprovider kernels/tests/torch_op_test.py
+else
+  step "GPU tests: tiers, dtypes, streams, graphs, compile, sweep 32..262144 with masked rows" 300 \
+    "$python" -m pytest -q -p no:cacheprovider -rs -k "not cuda_build_torch" kernels/tests/torch_op_gpu_test.py
+  step "Benchmark against F.softmax (float32, bfloat16)" 240 \
+    "$python" kernels/bench.py --device cuda --dtypes float32 bfloat16 \
       --sizes 4096x1024 1024x4096 4096x32768 256x32768 64x131072 16384x131072 \
-      --plot "$(dirname "$out")/warp_softmax_gpu_$dtype.png" 2>/dev/null
-    echo '```'
-  done
-} > "$out"
+      --plot "$(dirname "$out")/warp_softmax_gpu.png"
+fi
+rm -rf "$build"
 cat "$out"
+exit "$failed"

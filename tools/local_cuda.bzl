@@ -1,42 +1,76 @@
-"""Repository rule `local_cuda`: the CUDA toolkit installed on this machine.
+"""Repository rule `local_cuda`: the hermetic CUDA toolkit, from NVIDIA's pinned wheels.
 
-Looks at $CUDA_PATH, then /usr/local/cuda, then the folder above `nvcc` on
-PATH. Generates:
+The toolkit is not the host's: nvcc, the CUDA runtime, CRT and CCCL headers
+come from the wheels requirements.lock pins with hashes
+(`cuda-toolkit[nvcc,cccl,crt,cudart]`, at the CUDA version torch was built
+with), which ./bazelw installs into the pinned Python environment as
+`site-packages/nvidia/cu<major>/{bin,include,lib,nvvm}`. $CUDA_PATH,
+/usr/local/cuda and nvcc on PATH are never read: the same lock gives the same
+toolkit on every machine (as JAX's CUDA wheels and XLA's hermetic CUDA do).
+The repository keeps rules_cuda's name, `local_cuda`. Generates:
 
-  :cuda_headers  the toolkit's include folder;
+  :cuda_headers  the toolkit's include folder, with CCCL's (include/cccl);
   :cudart        the shared CUDA runtime (by its versioned name, so the
                  dynamic loader finds it under the same name it was linked as);
-  cuda.bzl       CUDA_FOUND, CUDA_ROOT, NVCC, CUDA_VERSION, for tools/cuda.bzl.
+  cuda.bzl       CUDA_FOUND, CUDA_ERROR, CUDA_ROOT, NVCC, CUDA_VERSION, for
+                 tools/cuda.bzl and rules_cuda's stand-in.
 
-A machine without CUDA gets the same targets, empty, and CUDA_FOUND = False:
-the CPU build does not need a toolkit, and cuda_library says what is missing.
+An environment without the toolkit, or whose nvcc is not torch's CUDA
+version, gets the same targets, empty, CUDA_FOUND = False and CUDA_ERROR
+saying why: the CPU build needs no toolkit; cuda_library fails with the reason.
 """
 
-def _find_root(ctx):
-    candidates = [ctx.os.environ.get("CUDA_PATH", ""), "/usr/local/cuda"]
-    nvcc = ctx.which("nvcc")
-    if nvcc:
-        candidates.append(str(nvcc.realpath.dirname.dirname))
-    for root in candidates:
-        if root and ctx.path(root + "/bin/nvcc").exists:
-            return str(ctx.path(root).realpath)
-    return None
+load("//tools:python_env.bzl", "parse_key_values")
+
+# Runs inside the environment; prints key=value lines.
+_PROBE = """
+import sysconfig, torch
+print("purelib=" + sysconfig.get_paths()["purelib"])
+print("torch_cuda=" + (torch.version.cuda or ""))
+"""
+
+def _find_toolkit(ctx):
+    """Returns (root, version, error): the toolkit in the pinned environment."""
+    env = ctx.os.environ.get("PYTHON_ENV", "")
+    if not env:
+        return None, "", ("PYTHON_ENV is not set: run ./bazelw (it creates the pinned Python " +
+                          "environment, which holds the CUDA toolkit)")
+    result = ctx.execute([env + "/bin/python3", "-c", _PROBE], timeout = 300, quiet = True)
+    if result.return_code != 0:
+        return None, "", "probing the Python environment %s failed:\n%s" % (env, result.stderr)
+    probe = parse_key_values(result.stdout)
+    torch_cuda = probe["torch_cuda"]
+    if not torch_cuda:
+        return None, "", ("the pinned torch is a CPU-only build: requirements.in must pin " +
+                          "PyPI's CUDA build of torch for --config=cuda")
+    root = "%s/nvidia/cu%s" % (probe["purelib"], torch_cuda.split(".")[0])
+    if not ctx.path(root + "/bin/nvcc").exists:
+        return None, "", ("%s/bin/nvcc is missing: requirements.in must pin " % root +
+                          "cuda-toolkit[nvcc,cccl,crt,cudart] at torch's CUDA version " +
+                          torch_cuda + ", then tools/update_lock.sh")
+    result = ctx.execute([root + "/bin/nvcc", "--version"], quiet = True)
+    version = ""
+    for line in result.stdout.splitlines():
+        if "release " in line:
+            version = line.split("release ")[1].split(",")[0]
+    if version != torch_cuda:
+        return None, version, ("nvcc in %s is CUDA %s but torch was built with CUDA %s: " % (
+            root,
+            version or "(unknown)",
+            torch_cuda,
+        ) + "pin cuda-toolkit at torch's CUDA version in requirements.in")
+    return root, version, ""
 
 def _local_cuda_impl(ctx):
-    root = _find_root(ctx)
+    root, version, error = _find_toolkit(ctx)
     cudart = ""
-    version = ""
     if root:
         ctx.symlink(root + "/include", "include")
-        ctx.symlink(root + "/lib64", "lib64")
-        for entry in ctx.path(root + "/lib64").readdir():
+        ctx.symlink(root + "/lib", "lib")
+        for entry in ctx.path(root + "/lib").readdir():
             suffix = entry.basename[len("libcudart.so."):]
             if entry.basename.startswith("libcudart.so.") and suffix.isdigit():
-                cudart = "lib64/" + entry.basename
-        result = ctx.execute([root + "/bin/nvcc", "--version"])
-        for line in result.stdout.splitlines():
-            if "release" in line:
-                version = line.split("release ")[1].split(",")[0]
+                cudart = "lib/" + entry.basename
     else:
         ctx.file("include/.empty", "")
 
@@ -47,8 +81,8 @@ package(default_visibility = ["//visibility:public"])
 
 cc_library(
     name = "cuda_headers",
-    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh"]),
-    includes = ["include"],
+    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh", "include/cccl/**"]),
+    includes = ["include", "include/cccl"],
 )
 
 cc_library(
@@ -57,15 +91,17 @@ cc_library(
     linkopts = ["-ldl", "-lpthread", "-lrt"],
     deps = [":cuda_headers"],
 )
-""".format(root = root or "(no CUDA toolkit found)", cudart_srcs = repr([cudart] if cudart else [])))
+""".format(root = root or "(no CUDA toolkit)", cudart_srcs = repr([cudart] if cudart else [])))
     ctx.file("cuda.bzl", """\
 # Generated by //tools:local_cuda.bzl.
 CUDA_FOUND = {found}
+CUDA_ERROR = {error}
 CUDA_ROOT = "{root}"
 NVCC = "{nvcc}"
 CUDA_VERSION = "{version}"
 """.format(
         found = bool(root),
+        error = repr(error),
         root = root or "",
         nvcc = (root + "/bin/nvcc") if root else "",
         version = version,
@@ -73,6 +109,8 @@ CUDA_VERSION = "{version}"
 
 local_cuda = repository_rule(
     implementation = _local_cuda_impl,
-    environ = ["CUDA_PATH"],
-    doc = "The locally installed CUDA toolkit (or an empty stand-in where there is none).",
+    # The environment under a given path never changes (its name is its lock's
+    # digest), so the probe reruns only when the path does.
+    environ = ["PYTHON_ENV"],
+    doc = "The CUDA toolkit of the pinned Python environment's NVIDIA wheels.",
 )

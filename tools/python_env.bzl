@@ -101,7 +101,8 @@ TF_STD_COPTS = {tf_std}
 PYTHON_ENV_NAME = "{env_name}"
 """
 
-def _parse(text):
+def parse_key_values(text):
+    """The key=value lines a probe prints, as a dict (Bazel 4.2.3 has no json module)."""
     values = {}
     for line in text.splitlines():
         key, sep, value = line.partition("=")
@@ -120,7 +121,7 @@ def _python_env_impl(ctx):
     result = ctx.execute([python, "-c", _PROBE], timeout = 300, quiet = True)
     if result.return_code != 0:
         fail("probing the Python environment %s failed:\n%s" % (env, result.stderr))
-    probe = _parse(result.stdout)
+    probe = parse_key_values(result.stdout)
 
     ctx.symlink(probe["python_include"], "python_include")
     ctx.symlink(probe["pybind11_include"], "pybind11_include")

@@ -1,7 +1,7 @@
 """Creates the workspace's pinned Python environment, once per lock-file content.
 
-    python3.11 tools/python_env.py ensure   # create if needed; print the env's path
-    python3.11 tools/python_env.py path     # print the path it would use
+    python3.12 tools/python_env.py ensure   # create if needed; print the env's path
+    python3.12 tools/python_env.py path     # print the path it would use
     python3.13 tools/python_env.py ensure --lock tools/rbe/requirements.lock \
         --python-version 3.13 --check buildgrid   # the loopback RBE server's env
 
@@ -28,10 +28,11 @@ import subprocess
 import sys
 import sysconfig
 
-REQUIRED_PYTHON = (3, 11)
-# torch + TensorFlow + transformers come to about 4 GB installed; leave headroom
-# for pip's temporary unpacking.
-MIN_FREE_BYTES = 6 * 1024**3
+# requirements.lock is one universal lock for these (environment markers).
+SUPPORTED_PYTHONS = ((3, 11), (3, 12))
+# CUDA torch + its CUDA libraries + TensorFlow + transformers come to about
+# 8 GB installed (README); leave headroom for pip's temporary unpacking.
+MIN_FREE_BYTES = 12 * 1024**3
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOCK_FILE = os.path.join(ROOT, "requirements.lock")
 
@@ -49,16 +50,18 @@ def cache_root():
 
 
 def check_python(version_info=sys.version_info, executable=sys.executable,
-                 required=REQUIRED_PYTHON):
-    if tuple(version_info[:2]) != tuple(required):
+                 supported=SUPPORTED_PYTHONS):
+    have = tuple(version_info[:2])
+    names = " or ".join("%d.%d" % v for v in supported)
+    if have not in [tuple(v) for v in supported]:
+        last = "python%d.%d" % tuple(supported[-1])
         raise SetupError(
-            "Python %d.%d is required, but %s is Python %d.%d: install python%d.%d "
-            "or point PYTHON at one (PYTHON=/path/to/python%d.%d ./bazelw ...)"
-            % (tuple(required) + (executable,) + tuple(version_info[:2]) + tuple(required) * 2))
+            "Python %s is required, but %s is Python %d.%d: install %s or point PYTHON at "
+            "one (PYTHON=/path/to/%s ./bazelw ...)" % ((names, executable) + have + (last, last)))
     if not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
         raise SetupError(
             "Python.h is missing for %s: install the headers (Debian/Ubuntu: apt-get install "
-            "python%d.%d-dev python%d.%d-venv)" % ((executable,) + tuple(required) * 2))
+            "python%d.%d-dev python%d.%d-venv)" % ((executable,) + have * 2))
 
 
 _REQUIREMENT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*(==|===)\s*\S+")
@@ -136,7 +139,8 @@ def _run_streamed(cmd, env=None):
 
 FRAMEWORKS_CHECK = (
     "import numpy, torch, tensorflow, pybind11, pytest; "
-    "print('torch', torch.__version__, '| tensorflow', tensorflow.__version__, "
+    "print('torch', torch.__version__, '(CUDA %s)' % torch.version.cuda, "
+    "'| tensorflow', tensorflow.__version__, "
     "'| numpy', numpy.__version__)")
 
 
@@ -144,12 +148,14 @@ def _install(target, lock_file, check):
     status, output = _run_streamed([sys.executable, "-m", "venv", target])
     if status != 0:
         if "ensurepip" in output:
-            raise SetupError("%s cannot create virtual environments: install python3.11-venv"
-                             % sys.executable)
+            raise SetupError("%s cannot create virtual environments: install python%d.%d-venv"
+                             % ((sys.executable,) + tuple(sys.version_info[:2])))
         raise SetupError(classify_pip_failure(output, target))
     python = os.path.join(target, "bin", "python")
     status, output = _run_streamed([
-        python, "-m", "pip", "install", "--require-hashes", "--progress-bar", "off",
+        # --no-deps: the lock lists every dependency already, and leaves out on
+        # purpose what tools/update_lock.sh overrides (torch's triton).
+        python, "-m", "pip", "install", "--require-hashes", "--no-deps", "--progress-bar", "off",
         "--disable-pip-version-check", "--no-warn-script-location", "-r", lock_file])
     if status != 0:
         raise SetupError(classify_pip_failure(output, target))
@@ -164,8 +170,8 @@ def _install(target, lock_file, check):
 COMPLETE_MARKER = ".complete"
 
 
-def ensure(lock_file=LOCK_FILE, required=REQUIRED_PYTHON, check=FRAMEWORKS_CHECK):
-    check_python(required=required)
+def ensure(lock_file=LOCK_FILE, supported=SUPPORTED_PYTHONS, check=FRAMEWORKS_CHECK):
+    check_python(supported=supported)
     with open(lock_file, "rb") as f:
         lock_bytes = f.read()
     check_lock(lock_bytes.decode("utf-8"), os.path.basename(lock_file))
@@ -175,7 +181,8 @@ def ensure(lock_file=LOCK_FILE, required=REQUIRED_PYTHON, check=FRAMEWORKS_CHECK
         return final
     parent = os.path.dirname(final)
     os.makedirs(parent, exist_ok=True)
-    with open(os.path.join(parent, ".lock"), "w") as lock:
+    # One lock per environment: creating one never waits for another lock's.
+    with open(final + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.exists(marker):  # another process finished it while we waited
             return final
@@ -201,21 +208,23 @@ def main(argv=None):
                         help="ensure: create the environment if needed and print its path; "
                              "path: print the path without creating anything")
     parser.add_argument("--lock", default=LOCK_FILE, help="the lock file (default: %(default)s)")
-    parser.add_argument("--python-version", default="%d.%d" % REQUIRED_PYTHON,
-                        help="the Python the lock is for (default: %(default)s)")
+    parser.add_argument("--python-version", action="append",
+                        help="a Python the lock is for; repeatable (default: %s)"
+                        % ", ".join("%d.%d" % v for v in SUPPORTED_PYTHONS))
     parser.add_argument("--check", metavar="MODULES",
                         help="comma-separated modules the new environment must import "
                              "(default: the workspace's frameworks)")
     args = parser.parse_args(argv)
-    required = tuple(int(part) for part in args.python_version.split("."))
+    supported = tuple(tuple(int(part) for part in v.split("."))
+                      for v in args.python_version) if args.python_version else SUPPORTED_PYTHONS
     check = ("import " + args.check) if args.check else FRAMEWORKS_CHECK
     try:
         if args.command == "path":
-            check_python(required=required)
+            check_python(supported=supported)
             with open(args.lock, "rb") as f:
                 print(env_path(f.read()))
         else:
-            print(ensure(args.lock, required, check))
+            print(ensure(args.lock, supported, check))
     except SetupError as e:
         sys.stderr.write("error: %s\n" % e)
         return 2

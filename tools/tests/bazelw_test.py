@@ -77,11 +77,11 @@ def test_arguments_pass_through_unchanged_with_the_environment_recorded(sandbox)
 
 
 def other_python():
-    """A real interpreter that is not 3.11 (pyenv's shims need pyenv itself: not those)."""
+    """A real interpreter that is neither 3.11 nor 3.12 (pyenv's shims need pyenv itself: not those)."""
     candidates = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3")))
     candidates += ["/usr/bin/python3.%d" % minor for minor in range(8, 15)]
     for path in candidates:
-        if os.path.exists(path) and "/3.11" not in path and not path.endswith("3.11"):
+        if os.path.exists(path) and not any(v in path for v in ("/3.11", "/3.12", "3.11", "3.12")):
             return path
     return None
 
@@ -89,10 +89,10 @@ def other_python():
 def test_a_python_of_the_wrong_version_is_one_clear_line(sandbox):
     other = other_python()
     if other is None:
-        pytest.skip("no Python other than 3.11 on this machine")
+        pytest.skip("no Python other than 3.11 and 3.12 on this machine")
     ws, bin_dir = sandbox
     fake_bazel(bin_dir, "4.2.3")
     proc = run(ws, bin_dir, "version", PYTHON=other)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
-    assert "Python 3.11 is required" in proc.stderr
+    assert "Python 3.11 or 3.12 is required" in proc.stderr

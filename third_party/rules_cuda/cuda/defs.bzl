@@ -2,14 +2,15 @@
 
 rules_cuda cannot be fetched here; MODULE.bazel uses the real one under
 bzlmod. This implements the part of its public API the workspace uses, with
-the toolkit from @local_cuda (the repository name rules_cuda uses too):
+the toolkit from @local_cuda (the repository name rules_cuda uses too), which
+//tools:local_cuda.bzl fills from NVIDIA's pinned wheels, never from the host:
 
     cuda_library(name, srcs, hdrs, deps, copts, ...)  # a cc_library of nvcc objects
     requires_cuda()  # target_compatible_with: skipped unless --@rules_cuda//cuda:enable
 """
 
 load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain")
-load("@local_cuda//:cuda.bzl", "CUDA_FOUND", "CUDA_ROOT", "NVCC")
+load("@local_cuda//:cuda.bzl", "CUDA_ERROR", "CUDA_FOUND", "CUDA_ROOT", "NVCC")
 load("//cuda:build_settings.bzl", "BuildSettingInfo")
 
 def requires_cuda():
@@ -33,8 +34,7 @@ def _gencode_flags(archs):
 
 def _cuda_objects_impl(ctx):
     if not CUDA_FOUND:
-        fail("no CUDA toolkit was found (looked at $CUDA_PATH, /usr/local/cuda and nvcc on " +
-             "PATH): install it or set CUDA_PATH, or build without --config=cuda")
+        fail("no CUDA toolkit for --config=cuda: " + CUDA_ERROR)
     cc_toolchain = find_cpp_toolchain(ctx)
     compilation = cc_common.merge_cc_infos(
         cc_infos = [dep[CcInfo] for dep in ctx.attr.deps],
