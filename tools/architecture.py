@@ -17,7 +17,7 @@ import sys
 import graphviz
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ["kernels", "minigrad", "tf_inspector"]
+PACKAGES = ["kernels", "minigrad", "tf_inspector", "tf_inspector/models"]
 KINDS = "py_library|py_binary|cc_library|cc_binary"
 # Per-level kernel objects are one idea: drawn as the library that holds them.
 HIDDEN = re.compile(r"//kernels:softmax_cpu_(avx|baseline)")
@@ -31,7 +31,7 @@ def bazel_query(expression, output):
 
 
 def build_graph():
-    universe = " + ".join("//%s/..." % p for p in PACKAGES)
+    universe = " + ".join("//%s:all" % p for p in PACKAGES)
     targets = 'kind("%s", %s) except attr(testonly, 1, %s)' % (KINDS, universe, universe)
     kinds = {}
     for line in bazel_query(targets, "label_kind").splitlines():
@@ -64,7 +64,7 @@ def draw(kinds, edges):
     for package in PACKAGES:
         with dot.subgraph(name="cluster_" + package, graph_attr={"label": "//" + package}) as box:
             for label, kind in sorted(kinds.items()):
-                if label.startswith("//%s:" % package):
+                if label.split(":")[0] == "//" + package:
                     shape, color = STYLE[kind]
                     box.node(node_id(label), label.split(":", 1)[1], shape=shape, fillcolor=color)
     for src, dst in edges:
