@@ -70,15 +70,22 @@ def _input_spec(text):
         raise argparse.ArgumentTypeError("an input is SHAPE[:DTYPE] like 2,?,3:float32, got %r" % text)
 
 
+def _function_command(commands, name, help, known_dims):
+    """A subcommand over FILE.py:NAME traced at --input specs (every dimension known, or ? allowed)."""
+    command = commands.add_parser(name, help=help)
+    command.add_argument("function", help="FILE.py:NAME")
+    command.add_argument("--input", action="append", default=[], type=_input_spec,
+                         help="an input as SHAPE[:DTYPE]%s (repeat per argument)"
+                         % (", every dimension known" if known_dims else ", e.g. 8,?:float32"))
+    return command
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="tf_inspector", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n\n", 1)[1])
     commands = parser.add_subparsers(dest="command", required=True)
-    graph = commands.add_parser("graph", help="trace a function and show its graph node by node")
-    graph.add_argument("function", help="FILE.py:NAME")
-    graph.add_argument("--input", action="append", default=[], type=_input_spec,
-                       help="an input as SHAPE[:DTYPE], e.g. 8,?:float32 (repeat per argument)")
+    graph = _function_command(commands, "graph", "trace a function and show its graph node by node", False)
     graph.add_argument("--at", action="append", default=[], metavar="NAME=SIZE",
                        help="also print the costs at this size of an unknown dimension "
                             "(named batch, d1, d2... by axis), e.g. --at batch=8")
@@ -86,26 +93,17 @@ def main(argv=None):
     out.add_argument("--json", action="store_true", help="print the report as JSON")
     out.add_argument("--dot", action="store_true", help="print Graphviz DOT")
     out.add_argument("--svg", metavar="FILE", help="write an SVG drawing (needs Graphviz's dot)")
-    xla = commands.add_parser("xla", help="XLA compile time, run time, HLO ops and fusions")
-    xla.add_argument("function", help="FILE.py:NAME")
-    xla.add_argument("--input", action="append", default=[], type=_input_spec,
-                     help="an input as SHAPE[:DTYPE], every dimension known (repeat per argument)")
+    xla = _function_command(commands, "xla", "XLA compile time, run time, HLO ops and fusions", True)
     xla.add_argument("--runs", type=int, default=10, help="timed runs after compiling (median)")
     xla_out = xla.add_mutually_exclusive_group()
     xla_out.add_argument("--json", action="store_true", help="print the figures as JSON")
     xla_out.add_argument("--hlo", action="store_true", help="also print the optimised HLO")
-    mlir = commands.add_parser("mlir", help="TF dialect, StableHLO lowering, ops not lowered")
-    mlir.add_argument("function", help="FILE.py:NAME")
-    mlir.add_argument("--input", action="append", default=[], type=_input_spec,
-                      help="an input as SHAPE[:DTYPE] (repeat per argument)")
+    mlir = _function_command(commands, "mlir", "TF dialect, StableHLO lowering, ops not lowered", False)
     mlir_out = mlir.add_mutually_exclusive_group()
     mlir_out.add_argument("--json", action="store_true", help="print the counts as JSON")
     mlir_out.add_argument("--tf", action="store_true", help="also print the TF dialect module")
     mlir_out.add_argument("--lowered", action="store_true", help="also print the lowered module")
-    prof = commands.add_parser("profile", help="measured time per op beside FLOPs and bytes")
-    prof.add_argument("function", help="FILE.py:NAME")
-    prof.add_argument("--input", action="append", default=[], type=_input_spec,
-                      help="an input as SHAPE[:DTYPE], every dimension known (repeat per argument)")
+    prof = _function_command(commands, "profile", "measured time per op beside FLOPs and bytes", True)
     prof.add_argument("--steps", type=int, default=10, help="profiled calls (after 2 warm-up)")
     prof.add_argument("--top", type=int, default=15, help="ops listed, slowest first")
     prof.add_argument("--json", action="store_true", help="print every measured node as JSON")
