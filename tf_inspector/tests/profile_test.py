@@ -29,7 +29,9 @@ def test_measured_time_joins_the_nodes_with_their_costs(prof):
     assert matmul.flops == 2 * 128 * 256 * 256 and matmul.bytes == 4 * (128 * 256 + 256 * 256 + 128 * 256)
     assert matmul.time_s > 0 and matmul.gflops_per_s == pytest.approx(matmul.flops / matmul.time_s / 1e9)
     assert [n.time_s for n in prof.nodes] == sorted((n.time_s for n in prof.nodes), reverse=True)
-    assert 0 < prof.busy_s <= prof.op_time_s and prof.busy_s <= prof.wall_s
+    # The union of the ops' intervals is at most their sum; with no overlap the two are equal
+    # but summed in another order, so they may differ in the last bit (seen in CI).
+    assert 0 < prof.busy_s <= prof.op_time_s * (1 + 1e-12) and prof.busy_s <= prof.wall_s
     assert prof.nodes[0].name in prof.to_text(top=1)
     data = prof.to_dict()
     assert data["steps"] == 3 and data["nodes"][0]["time_s"] == prof.nodes[0].time_s
