@@ -51,6 +51,16 @@ stop_bazel_servers() {
   done
 }
 
+# The host's own CUDA toolkits (PREFIX/cuda and PREFIX/cuda-*, PREFIX defaults to
+# /usr/local), resolved and one a line: no action may read them, as the build's
+# toolkit comes from the pinned wheels (tools/local_cuda.bzl).
+host_cuda_dirs() {
+  local d
+  for d in "${1:-/usr/local}"/cuda "${1:-/usr/local}"/cuda-*; do
+    if [ -d "$d" ]; then realpath "$d"; fi
+  done | sort -u
+}
+
 pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 stop_pid() {

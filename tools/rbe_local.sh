@@ -120,6 +120,7 @@ workers() {  # N: stops the bots there are, starts N new ones with empty blob ca
   env="$(buildgrid_env)"
   main_env="$(workspace_env)"
   while read -r path; do image_args+=(--image-path "$path"); done < <(image)
+  while read -r path; do image_args+=(--hide "$path"); done < <(host_cuda_dirs)
   for ((i = 1; i <= n; i++)); do
     mkdir -p "$STATE/worker-$i"
     nohup "$env/bin/python" "$ROOT/tools/rbe/worker.py" --server "http://127.0.0.1:$PORT" \

@@ -81,11 +81,13 @@ if [ "$remote2" != 0 ] || [ "$local2" != 0 ]; then
 fi
 say "second clean build: $hits2 remote cache hits, 100%, nothing executed"
 
-# Hermetic actions: from inside a remote action the workspace and $HOME look
-# empty, apart from the executor image's Python environment (and its base interpreter).
+# Hermetic actions: from inside a remote action the workspace, $HOME and the
+# host's CUDA toolkit look empty, apart from the executor image's Python
+# environment (and its base interpreter), which holds the pinned CUDA toolkit.
 allowed="$(tools/rbe_local.sh image | paste -sd:)"
+forbidden="$(printf '%s\n' "$ROOT" "$HOME" | cat - <(host_cuda_dirs) | paste -sd:)"
 if ./bazelw --output_base="$work/base2" test //tools/rbe:isolation_test --config=rbe $NO_LINKS "$@" \
-    --test_env=FORBIDDEN="$ROOT:$HOME" --test_env=ALLOWED="$allowed" --test_output=all \
+    --test_env=FORBIDDEN="$forbidden" --test_env=ALLOWED="$allowed" --test_output=all \
     --test_tag_filters= \
     >"$work/isolation.log" 2>&1; then
   grep -E "^ok: " "$work/isolation.log" | sed 's/^/rbe check: isolation /'

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Run remotely by tools/rbe/check_rbe.sh: proves an action cannot read what it
 # did not declare. Inside the action, no file may be visible under FORBIDDEN
-# (colon-separated: the workspace, $HOME) except under ALLOWED (the executor
-# image: the Python environment and its base interpreter), which must be there.
+# (colon-separated: the workspace, $HOME, the host's CUDA toolkits) except under
+# ALLOWED (the executor image: the Python environment and its base interpreter),
+# which must be there.
 status=0
 prune=""
 IFS=:

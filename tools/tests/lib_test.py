@@ -52,3 +52,16 @@ def test_stop_pid_kills_what_ignores_sigterm(tmp_path):
                '[ -f pidfile ] || echo removed; wait $pid || echo "status $?"', tmp_path)
     assert run.returncode == 0, run.stderr
     assert run.stdout == "alive\nremoved\nstatus 137\n"  # 128 + SIGKILL
+
+
+def test_host_cuda_dirs_lists_each_toolkit_once_resolved(tmp_path):
+    local = tmp_path / "local"
+    (local / "cuda-12.4").mkdir(parents=True)
+    (local / "cuda-13.0").mkdir()
+    (local / "cuda").symlink_to(local / "cuda-13.0")
+    (local / "cuda-notes.txt").write_text("not a toolkit")
+    run = bash('host_cuda_dirs "%s"' % local, tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [str(local / "cuda-12.4"), str(local / "cuda-13.0")]
+    run = bash('host_cuda_dirs "%s"' % (tmp_path / "none"), tmp_path)
+    assert (run.returncode, run.stdout) == (0, "")
