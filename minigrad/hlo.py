@@ -149,10 +149,9 @@ def load(text, in_types, out_types):
     resident = {}
 
     def run(*arrays):
-        # execute checks only the count and byte sizes of its arguments: check the rest.
         arrays = [np.asarray(a) for a in arrays]
-        if len(arrays) != len(in_types) or any(a.shape != s or a.dtype != d
-                                               for a, (s, d) in zip(arrays, in_types)):
+        # execute checks only the count and byte sizes of its arguments: check the rest.
+        if [(a.shape, a.dtype) for a in arrays] != in_types:
             raise TypeError("hlo: the program takes %s, got %s" % (
                 in_types, [(a.shape, a.dtype) for a in arrays]))
         buffers = []
@@ -186,11 +185,15 @@ def jit(f):
     cache = {}
 
     def run(*args):
-        leaves, _ = flatten(args)
-        arrays = [(l.data if isinstance(l, Tensor) else l) for l in leaves
-                  if isinstance(l, (Tensor, np.ndarray))]
-        key = tuple((a.shape, a.dtype.str) for a in arrays) + tuple(
-            repr(l) for l in leaves if not isinstance(l, (Tensor, np.ndarray)))
+        arrays, key = [], []
+        for leaf in flatten(args)[0]:
+            array = leaf.data if isinstance(leaf, Tensor) else leaf
+            if isinstance(array, np.ndarray):
+                arrays.append(array)
+                key.append((array.shape, array.dtype.str))
+            else:
+                key.append(repr(leaf))
+        key = tuple(key)
         compiled = cache.get(key)
         if compiled is None:
             compiled = cache[key] = _Compiled(f, args)
