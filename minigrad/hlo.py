@@ -12,7 +12,9 @@ becomes StableHLO ops by its row in EMIT (emit_ops.py); tensors and arrays among
 the arguments are the program's inputs, anything else it did not compute is a
 constant. jit(f) traces f once per argument signature, compiles the text with
 XLA's CPU backend through jax's backend API (jax==0.10.2, pinned: the API is
-not public), and runs it; its outputs are plain tensors (not differentiable).
+not public), and runs it; its outputs are plain tensors (not differentiable) over
+read-only arrays, and passed back in (a training loop's parameters) they stay on
+the device (load).
 """
 
 import numpy as np
