@@ -143,8 +143,9 @@ def load(text, in_types, out_types):
     in_types = [(tuple(s), np.dtype(d)) for s, d in in_types]
     sharding, devices = SingleDeviceSharding(device), [device]
     avals = [core.ShapedArray(s, d) for s, d in in_types]
-    handlers = [_jax.array_result_handler(core.ShapedArray(tuple(s), np.dtype(d)), sharding,
-                                          committed=True, _skip_checks=True) for s, d in out_types]
+    out_types = [(tuple(s), np.dtype(d)) for s, d in out_types]
+    handlers = [_jax.array_result_handler(core.ShapedArray(s, d), sharding, committed=True,
+                                          _skip_checks=True) for s, d in out_types]
     put, copy = _jax.batched_device_put, _jax.HostBufferSemantics.IMMUTABLE_ONLY_DURING_CALL
     # id(array returned by the last call) -> (that array, its device buffer). The arrays are
     # read-only views of immutable buffers: their value is always the buffer's.
@@ -164,6 +165,9 @@ def load(text, in_types, out_types):
         results = executable.execute_sharded(buffers).consume_with_handlers(handlers)
         # Through the buffer protocol: a read-only view, cheaper than np.asarray's layers.
         outs = [np.asarray(memoryview(r)) for r in results]
+        if [(o.shape, o.dtype) for o in outs] != out_types:  # the handlers skip this check
+            raise TypeError("hlo: the program returns %s, not %s" % (
+                [(o.shape, o.dtype) for o in outs], out_types))
         resident.clear()
         resident.update((id(o), (o, r)) for o, r in zip(outs, results))
         return outs

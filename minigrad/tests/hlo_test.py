@@ -155,3 +155,5 @@ def test_what_is_not_exported_is_a_clear_error():
     with pytest.raises(TypeError, match="the program takes"):
         hlo.load(hlo.export(lambda t: t * 2, x), [((2, 3), np.float64)], [((2, 3), np.float64)])(
             x.astype(np.float32))
+    with pytest.raises(TypeError, match="the program returns"):
+        hlo.load(hlo.export(lambda t: t * 2, x), [((2, 3), np.float64)], [((6,), np.float64)])(x)
