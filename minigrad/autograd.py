@@ -62,7 +62,7 @@ def _initial_grads(outputs, grad_outputs):
 def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None):
     """Propagates; accumulates into leaves' .grad, or, with `capture` (tensors), returns
     {id(tensor): gradient} for those tensors and touches no .grad."""
-    if any(level.batched for level in _State.transforms):
+    if _State.transforms and any(level.batched for level in _State.transforms):
         raise RuntimeError("backward() and minigrad.grad inside vmap are not supported (as in "
                            "torch); use minigrad.func.grad or vjp inside vmap")
     grads = _initial_grads(outputs, grad_outputs)

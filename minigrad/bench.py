@@ -3,7 +3,7 @@ eager, hand-written NumPy) and per-example gradients (minigrad vmap(grad), torch
 vmap(grad), a Python loop of minigrad grad calls).
 
     bazel run //minigrad:bench
-    bazel run //minigrad:bench -- --batches 64 1347 --rounds 9 --threads 1
+    bazel run //minigrad:bench -- --batches 64 1347 --rounds 9 --threads 1 --clock cpu
 
 A step is forward, cross-entropy, backward and an SGD update, on the CPU in
 float32, at each batch size. The jit step is the same step traced into
@@ -13,6 +13,9 @@ them to the same drift), and the median round is reported with the ratios. The
 NumPy step is the floor for any NumPy engine: the same arithmetic with no
 graph at all. --threads caps the BLAS, torch and XLA thread pools (default 1:
 on a shared 2-core machine, spinning thread pools measure the load, not the code).
+--clock cpu times the process's CPU time instead of the wall clock: on a machine that
+other jobs share, it leaves out the time the process waited for a core (the jit step
+runs XLA on the calling thread, so its CPU time is all of its work).
 """
 
 import argparse
@@ -137,8 +140,11 @@ def per_example_grads(x, y, sizes, seed):
             "minigrad loop of grad": lambda: [single(mg_params, mx[i], my[i]) for i in range(len(y))]}
 
 
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
 def time_steps(step, seconds):
-    """Steps per round so that a round takes about `seconds`; returns (steps, seconds/step)."""
+    """How many steps fill about `seconds` of wall time."""
     count, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         step()
@@ -153,17 +159,17 @@ def _batch(batch, hidden):
     return np.ascontiguousarray(x_train[:batch]), y_train[:batch], [x_train.shape[1], hidden, 10]
 
 
-def measure(steps, rounds, round_seconds, progress):
-    """Median seconds per call of each function in `steps`, over interleaved rounds."""
+def measure(steps, rounds, round_seconds, progress, clock=time.perf_counter):
+    """Median seconds (by `clock`) per call of each function in `steps`, over interleaved rounds."""
     counts = {name: max(5, time_steps(step, round_seconds)) for name, step in steps.items()}  # warm-up
     times = {name: [] for name in steps}
     for _ in range(rounds):
         for name, step in steps.items():
             n = counts[name]
-            start = time.perf_counter()
+            start = clock()
             for _ in range(n):
                 step()
-            times[name].append((time.perf_counter() - start) / n)
+            times[name].append((clock() - start) / n)
         progress.update()
     return {name: statistics.median(t) for name, t in times.items()}
 
@@ -188,6 +194,8 @@ def main(argv=None):
                         help="approximate length of one implementation's round")
     parser.add_argument("--threads", type=int, default=1,
                         help="threads for BLAS, torch and XLA (default 1)")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="wall time (default) or the process's CPU time")
     parser.add_argument("--per-example-batch", type=int, default=64,
                         help="batch of the per-example-gradient row (default 64; 0 skips it)")
     args = parser.parse_args(argv)
@@ -199,18 +207,20 @@ def main(argv=None):
     from tqdm import tqdm
 
     print("digits MLP 64-%d-10, float32; torch %s, numpy %s, %d thread(s) each; median of %d "
-          "interleaved rounds" % (args.hidden, torch.__version__, np.__version__, args.threads,
-                                  args.rounds))
+          "interleaved rounds, %s time" % (args.hidden, torch.__version__, np.__version__,
+                                           args.threads, args.rounds, args.clock))
+    clock = CLOCKS[args.clock]
     results = {}
     total = args.rounds * (len(args.batches) + (args.per_example_batch > 0))
     with tqdm(total=total, desc="timing", unit="round", file=sys.stderr) as bar:
         for batch in args.batches:
             x, y, sizes = _batch(batch, args.hidden)
             steps = {name: make(x, y, sizes, 0.1, 0) for name, make in IMPLEMENTATIONS.items()}
-            results[batch] = measure(steps, args.rounds, args.round_seconds, bar)
+            results[batch] = measure(steps, args.rounds, args.round_seconds, bar, clock)
         if args.per_example_batch:
             x, y, sizes = _batch(args.per_example_batch, args.hidden)
-            per_example = measure(per_example_grads(x, y, sizes, 0), args.rounds, args.round_seconds, bar)
+            per_example = measure(per_example_grads(x, y, sizes, 0), args.rounds, args.round_seconds,
+                                  bar, clock)
     print("\none training step (forward, backward, SGD)")
     print("%8s %12s %12s %12s %12s %15s %15s %13s" % (
         "batch", "minigrad us", "jit us", "torch us", "numpy us", "minigrad/torch",

@@ -12,7 +12,9 @@ becomes StableHLO ops by its row in EMIT (emit_ops.py); tensors and arrays among
 the arguments are the program's inputs, anything else it did not compute is a
 constant. jit(f) traces f once per argument signature, compiles the text with
 XLA's CPU backend through jax's backend API (jax==0.10.2, pinned: the API is
-not public), and runs it; its outputs are plain tensors (not differentiable).
+not public), and runs it; its outputs are plain tensors (not differentiable) over
+read-only arrays, and passed back in (a training loop's parameters) they stay on
+the device (load).
 """
 
 import numpy as np
@@ -105,25 +107,70 @@ def export(f, *example_args, grad=False):
     return _module(inputs, nodes, outs)
 
 
+_client = []  # the synchronous XLA CPU client, made on first use
+
+
+def _cpu_client():
+    """An XLA CPU client of minigrad's own that runs each program on the calling thread: jax's
+    default client hands every call to a worker thread, and waiting for that thread (on a
+    busy machine, for the scheduler) costs more than a small program takes."""
+    if not _client:
+        from jax._src.lib import xla_client
+        _client.append(xla_client.make_cpu_client(asynchronous=False))
+    return _client[0]
+
+
 def load(text, in_types, out_types):
     """StableHLO text compiled by XLA's CPU backend: a function of arrays with the given
-    (shape, dtype) inputs, returning the outputs as arrays."""
+    (shape, dtype) inputs, returning the outputs as read-only arrays.
+
+    Each call takes the cheapest path jax 0.10.2 has (jax.device_put and
+    LoadedExecutable.execute's Python layers cost more than a small step): one
+    batched_device_put per input, execute_sharded, result handlers made once, and
+    outputs read as zero-copy views of their device buffers. An array returned by the
+    previous call is passed back as the buffer it views, with no transfer, so a training
+    loop that feeds its parameters back keeps them on the device.
+    """
     import jax
+    from jax._src import core  # ShapedArray: the abstract value batched_device_put takes
+    from jax._src.lib import _jax
     from jax.extend import backend
+    from jax.sharding import SingleDeviceSharding
     jax.config.update("jax_enable_x64", True)  # float64 and int64 programs keep their dtypes
-    client = backend.get_backend("cpu")
+    client = _cpu_client()
     device = client.devices()[0]
     executable = client.compile_and_load(text, [device], backend.get_compile_options(1, 1))
+    in_types = [(tuple(s), np.dtype(d)) for s, d in in_types]
+    sharding, devices = SingleDeviceSharding(device), [device]
+    avals = [core.ShapedArray(s, d) for s, d in in_types]
+    out_types = [(tuple(s), np.dtype(d)) for s, d in out_types]
+    handlers = [_jax.array_result_handler(core.ShapedArray(s, d), sharding, committed=True,
+                                          _skip_checks=True) for s, d in out_types]
+    put, copy = _jax.batched_device_put, _jax.HostBufferSemantics.IMMUTABLE_ONLY_DURING_CALL
+    # id(array returned by the last call) -> (that array, its device buffer). The arrays are
+    # read-only views of immutable buffers: their value is always the buffer's.
+    resident = {}
 
     def run(*arrays):
-        # execute() checks only the count and byte sizes of its arguments: check the rest.
-        if [(np.shape(a), np.asarray(a).dtype) for a in arrays] != [(tuple(s), np.dtype(d))
-                                                                    for s, d in in_types]:
+        arrays = [np.asarray(a) for a in arrays]
+        # execute checks only the count and byte sizes of its arguments: check the rest.
+        if [(a.shape, a.dtype) for a in arrays] != in_types:
             raise TypeError("hlo: the program takes %s, got %s" % (
-                in_types, [(np.shape(a), np.asarray(a).dtype) for a in arrays]))
-        # One device_put for the whole list: per-array calls cost more than the step itself.
-        results = executable.execute(jax.device_put([np.ascontiguousarray(a) for a in arrays], device))
-        return [np.asarray(r).reshape(s) for r, (s, _) in zip(results, out_types)]
+                in_types, [(a.shape, a.dtype) for a in arrays]))
+        buffers = []
+        for a, aval in zip(arrays, avals):
+            entry = resident.get(id(a))
+            buffers.append(entry[1] if entry is not None and entry[0] is a else
+                           put(aval, sharding, [np.ascontiguousarray(a)], devices, True, False, copy))
+        results = executable.execute_sharded(buffers).consume_with_handlers(handlers)
+        # Through the buffer protocol: a read-only view, cheaper than np.asarray's layers.
+        outs = [np.asarray(memoryview(r)) for r in results]
+        if [(o.shape, o.dtype) for o in outs] != out_types:  # the handlers skip this check
+            raise TypeError("hlo: the program returns %s, not %s" % (
+                [(o.shape, o.dtype) for o in outs], out_types))
+        resident.clear()
+        resident.update((id(o), (o, r)) for o, r in zip(outs, results))
+        return outs
     return run
 
 
@@ -144,11 +191,15 @@ def jit(f):
     cache = {}
 
     def run(*args):
-        leaves, _ = flatten(args)
-        arrays = [(l.data if isinstance(l, Tensor) else l) for l in leaves
-                  if isinstance(l, (Tensor, np.ndarray))]
-        key = tuple((a.shape, a.dtype.str) for a in arrays) + tuple(
-            repr(l) for l in leaves if not isinstance(l, (Tensor, np.ndarray)))
+        arrays, key = [], []
+        for leaf in flatten(args)[0]:
+            array = leaf.data if isinstance(leaf, Tensor) else leaf
+            if isinstance(array, np.ndarray):
+                arrays.append(array)
+                key.append((array.shape, array.dtype.str))
+            else:
+                key.append(repr(leaf))
+        key = tuple(key)
         compiled = cache.get(key)
         if compiled is None:
             compiled = cache[key] = _Compiled(f, args)

@@ -102,12 +102,18 @@ class BatchLevel(Level):
 
     def process(self, cls, args):
         flags = [a.__class__ is Tensor and a._batch is self for a in args]
-        with Suspend(self):
-            if not any(flags):
+        # Suspend(self) without its search: Function.apply hands each operation to the
+        # innermost level, so this level is the stack's last (this runs once per operation).
+        stack = _State.transforms
+        stack.pop()
+        try:
+            if True not in flags:
                 if cls is ops.Index:
                     batching._batched_index(args[1])  # refuses batched index tensors
                 return cls.apply(*args)
             out = batching.batch_rule(cls)(cls, args, flags)
+        finally:
+            stack.append(self)
         out._batch = self
         return out
 

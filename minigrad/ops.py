@@ -263,8 +263,12 @@ class MatMul(Function):
 def _matmul(x, y):
     """np.matmul, with two shapes that vmap's per-example gradients produce done faster:
     a stack over one matrix repeated with stride 0 (an unbatched weight) is one 2-D product,
-    and an inner dimension of 1 (outer products) is a broadcast multiply."""
+    and an inner dimension of 1 (outer products) is a broadcast multiply (not einsum: its sums
+    turn torch's -0. products into 0.), with the longer side made the contiguous one (NumPy's
+    inner loop runs along it)."""
     if x.ndim >= 2 and y.ndim >= 2 and x.shape[-1] == 1 and y.shape[-2] == 1:
+        if x.shape[-2] > y.shape[-1]:  # (n, 1) x (1, m), n > m: computed as (m, n), transposed
+            return np.multiply(np.swapaxes(y, -1, -2), np.swapaxes(x, -1, -2)).swapaxes(-1, -2)
         return np.multiply(x, y)
     if x.ndim == 3 and y.ndim == 3 and y.strides[0] == 0 and x.shape[0] == y.shape[0]:
         return (np.ascontiguousarray(x).reshape(-1, x.shape[2]) @ y[0]).reshape(

@@ -70,6 +70,22 @@ def test_jit_is_compiled_once_per_signature_and_reruns_on_new_data():
     assert len(calls) == 2 and len(j.compiled) == 2
 
 
+def test_jit_outputs_fed_back_stay_on_the_device_and_inputs_changed_in_place_are_seen():
+    """The dispatch fast path (hlo.load): an output passed back in is used as its device
+    buffer, without a transfer; every other array is copied in on each call."""
+    j = hlo.jit(lambda x: x * 2 + 1)
+    a = np.arange(6.0).reshape(2, 3)
+    out = j(a).data
+    assert not out.flags.writeable  # a view of an immutable device buffer
+    with pytest.raises(ValueError):
+        out[0, 0] = 7.0
+    np.testing.assert_allclose(j(out).data, (a * 2 + 1) * 2 + 1)  # fed back
+    np.testing.assert_allclose(j(out.copy()).data, (a * 2 + 1) * 2 + 1)  # the same, copied in
+    a[0, 0] = 100.0  # changed in place between calls: the next call sees it
+    np.testing.assert_allclose(j(a).data, a * 2 + 1)
+    np.testing.assert_allclose(j(out).data, (np.arange(6.0).reshape(2, 3) * 2 + 1) * 2 + 1)
+
+
 def test_relu_and_pow_gradient_masks_follow_the_data_not_the_trace():
     """Masks are computed inside the program: new inputs route gradients anew."""
     g = hlo.jit(func.grad(lambda x, y: (F.relu(x) * x ** y).sum(), argnums=(0, 1)))
@@ -139,3 +155,5 @@ def test_what_is_not_exported_is_a_clear_error():
     with pytest.raises(TypeError, match="the program takes"):
         hlo.load(hlo.export(lambda t: t * 2, x), [((2, 3), np.float64)], [((2, 3), np.float64)])(
             x.astype(np.float32))
+    with pytest.raises(TypeError, match="the program returns"):
+        hlo.load(hlo.export(lambda t: t * 2, x), [((2, 3), np.float64)], [((6,), np.float64)])(x)
