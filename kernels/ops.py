@@ -84,7 +84,8 @@ def _sum(t, dim):
 
 
 def _scaled(t, scale):
-    return t if scale == 1.0 else t * scale
+    # A SymFloat scale (under torch.compile) is never compared: that would guard on it.
+    return t if isinstance(scale, (int, float)) and scale == 1 else t * scale
 
 
 # With dx(g, y) = y * (g - sum(g * y)) the softmax's backward and

@@ -197,10 +197,13 @@ MaskRows mask_rows(at::Tensor mask, at::IntArrayRef moved, int64_t d) {
 // floating mask is added (the result has torch's promoted dtype), a bool mask
 // keeps the elements where it is true (F.scaled_dot_product_attention's
 // convention), the others become -inf. CUDA tensors take torch's composite.
-at::Tensor masked_forward(const at::Tensor& self, const std::optional<at::Tensor>& mask_arg, double scale,
-                          int64_t dim) {
+at::Tensor masked_forward(const at::Tensor& self, const std::optional<at::Tensor>& mask_arg,
+                          const at::Scalar& scale_arg, int64_t dim) {
   const char* op = "warp_softmax_masked";
   check_input(self, "input", op);
+  TORCH_CHECK(!scale_arg.isComplex() && !scale_arg.isBoolean(), op, ": scale must be a real number, got ",
+              scale_arg.type());
+  const double scale = scale_arg.toDouble();
   at::Tensor x = self, mask;
   if (mask_arg.has_value() && mask_arg->defined()) {
     mask = *mask_arg;
@@ -260,7 +263,7 @@ TORCH_LIBRARY(kernels, m) {
   m.def("warp_softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor");
   m.def("warp_log_softmax(Tensor self, int dim=-1) -> Tensor");
   m.def("warp_log_softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor");
-  m.def("warp_softmax_masked(Tensor self, Tensor? mask=None, float scale=1.0, int dim=-1) -> Tensor");
+  m.def("warp_softmax_masked(Tensor self, Tensor? mask=None, Scalar scale=1, int dim=-1) -> Tensor");
 }
 
 // One function serves both devices: it dispatches on the tensor's device inside.
