@@ -131,9 +131,11 @@ WS_INLINE float exp_sum(const S& z, int64_t o, float* y, int64_t n, float m, boo
 // The sum of z[o, o + n): NaN if any element is NaN (used on blocks with no finite element).
 template <typename S>
 WS_INLINE float block_sum(const S& z, int64_t o, int64_t n) {
-  float s = 0.0f;
-  for (int64_t i = 0; i < n; ++i) s += z.one(o + i);
-  return s;
+  vf a = splat(0.0f);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) a += z.at(o + i);
+  if (i < n) a += z.tail(o + i, n - i, 0.0f);
+  return lane_sum(a);
 }
 
 // One row of softmax or log_softmax of z: see the file comment. `scales` holds
