@@ -4,10 +4,12 @@
     bazel run //kernels:bench -- --isa avx2 --threads 2 --dtypes float32
     bazel run //kernels:bench -- --device cuda --dtypes bfloat16 --plot gpu.png
 
-For each rows x cols: forward and backward latency of each implementation
+For each rows x cols: forward, backward and masked latency of each implementation
+("masked": attention's softmax(x * 0.125 + mask) with a mask row shared by all
+rows, warp_softmax_masked against torch's ops and their torch.compile)
 (median of interleaved rounds: the machine's speed drifts, and interleaving
-exposes all of them to the same drift), effective bandwidth (forward moves
-2 * numel * itemsize bytes, backward 3 *), the speedup of warp_softmax over
+exposes all of them to the same drift), effective bandwidth (forward and
+masked move 2 * numel * itemsize bytes, backward 3 *), the speedup of warp_softmax over
 each peer, and warp_softmax's time over a plain copy of the same data (the
 memory floor). On the CPU each instruction-set level (--isa) runs in its own
 process with torch held to the same level (ATEN_CPU_CAPABILITY), so every
@@ -64,7 +66,10 @@ def measure(rows, cols, dtype, device, rounds, round_seconds):
     x = torch.randn(rows, cols, device=device).to(dtype)
     g = torch.randn(rows, cols, device=device).to(dtype)
     y = torch.softmax(x, -1)
+    mask = torch.zeros(cols, device=device).to(dtype)
+    mask[cols // 2:] = float("-inf")  # a padded sequence
     compiled_fwd = torch.compile(lambda t: torch.softmax(t, -1))
+    compiled_masked = torch.compile(lambda t, m: torch.softmax(t * 0.125 + m, -1))
     compiled_bwd = torch.compile(lambda gy, yy: yy * (gy - (gy * yy).sum(-1, keepdim=True)))
     impls = {
         ("forward", "warp_softmax"): lambda: kernels.warp_softmax(x, -1),
@@ -75,11 +80,16 @@ def measure(rows, cols, dtype, device, rounds, round_seconds):
         ("backward", "torch.softmax"): lambda: torch._softmax_backward_data(g, y, -1, dtype),
         ("backward", "torch.compile"): lambda: compiled_bwd(g, y),
         ("backward", "copy"): lambda: x.clone(),
+        ("masked", "warp_softmax"): lambda: kernels.warp_softmax_masked(x, mask, 0.125),
+        ("masked", "torch.softmax"): lambda: torch.softmax(x * 0.125 + mask, -1),
+        ("masked", "torch.compile"): lambda: compiled_masked(x, mask),
+        ("masked", "copy"): lambda: x.clone(),
     }
     if device == "cpu" and torch.backends.cpu.get_cpu_capability() == "DEFAULT":
         # Inductor's C++ for ATEN_CPU_CAPABILITY=default does not compile (torch 2.13: it
         # emits at::vec code without its header), so the baseline level has no compile peer.
-        del impls[("forward", "torch.compile")], impls[("backward", "torch.compile")]
+        for direction in ("forward", "backward", "masked"):
+            del impls[(direction, "torch.compile")]
     run = _timer(device)
     reps = {}
     for key, fn in impls.items():  # warm up (compiles), then size rounds to ~round_seconds
@@ -99,7 +109,7 @@ def report(results, dtype_size):
     lines = ["%-14s %-9s %-14s %10s %9s %12s" % ("size", "pass", "impl", "time us", "GB/s",
                                                 "warp faster")]
     for (rows, cols), r in results.items():
-        for direction, moved in (("forward", 2), ("backward", 3)):
+        for direction, moved in (("forward", 2), ("backward", 3), ("masked", 2)):
             ours = r[(direction, "warp_softmax")]
             for impl in IMPLS:
                 if (direction, impl) not in r:
@@ -120,15 +130,19 @@ def summary(records):
     for rec in records:
         by.setdefault((rec["isa"], rec["threads"], rec["dtype"], rec["rows"], rec["cols"]), {})[
             (rec["pass"], rec["impl"])] = rec["seconds"]
-    lines = ["%-9s %-3s %-9s %-11s %10s %10s %10s %10s %10s" % (
-        "isa", "thr", "dtype", "size", "fwd/torch", "fwd/compl", "fwd:copy", "bwd/torch", "bwd:copy")]
+    lines = ["%-9s %-3s %-9s %-11s %10s %10s %10s %10s %10s %10s %10s" % (
+        "isa", "thr", "dtype", "size", "fwd/torch", "fwd/compl", "fwd:copy", "bwd/torch", "bwd:copy",
+        "msk/torch", "msk/compl")]
     for (isa, threads, dtype, rows, cols), r in sorted(by.items()):
         fwd, bwd = r[("forward", "warp_softmax")], r[("backward", "warp_softmax")]
-        compiled = r.get(("forward", "torch.compile"))
-        lines.append("%-9s %-3d %-9s %-11s %9.2fx %10s %9.2fx %9.2fx %9.2fx" % (
+        masked = r[("masked", "warp_softmax")]
+        compiled = {d: r.get((d, "torch.compile")) for d in ("forward", "masked")}
+        lines.append("%-9s %-3d %-9s %-11s %9.2fx %10s %9.2fx %9.2fx %9.2fx %9.2fx %10s" % (
             isa, threads, dtype, "%dx%d" % (rows, cols), r[("forward", "torch.softmax")] / fwd,
-            "%.2fx" % (compiled / fwd) if compiled else "n/a", fwd / r[("forward", "copy")],
-            r[("backward", "torch.softmax")] / bwd, bwd / r[("backward", "copy")]))
+            "%.2fx" % (compiled["forward"] / fwd) if compiled["forward"] else "n/a",
+            fwd / r[("forward", "copy")], r[("backward", "torch.softmax")] / bwd,
+            bwd / r[("backward", "copy")], r[("masked", "torch.softmax")] / masked,
+            "%.2fx" % (compiled["masked"] / masked) if compiled["masked"] else "n/a"))
     return ("speedup of warp_softmax (x = times faster; 'copy' columns: warp's time over a copy's)\n"
             + "\n".join(lines))
 
@@ -139,8 +153,8 @@ def plot(results, path, title):
     import matplotlib.pyplot as plt
 
     labels = ["%dx%d" % size for size in results]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
-    for ax, direction in zip(axes, ("forward", "backward")):
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.5), sharey=True)
+    for ax, direction in zip(axes, ("forward", "backward", "masked")):
         width = 0.2
         for k, impl in enumerate(IMPLS):
             values = [r.get((direction, impl), float("nan")) * 1e3 for r in results.values()]

@@ -48,6 +48,37 @@ def log_softmax(x, dim, dtype=None):
     return _call(x, dim, dtype, True)
 
 
+def _fusable(x, mask):
+    """Whether kernels.warp_softmax_masked(x, mask) computes softmax(x * c + mask)
+    as torch would: a float x on the CPU, a float mask that broadcasts to x
+    and gives the dtype torch's promotion gives (a 0-d mask does not promote)."""
+    if not (x.dtype.is_floating_point and x.device.type == "cpu"):
+        return False
+    if mask is None:
+        return True
+    if not (isinstance(mask, torch.Tensor) and mask.dtype.is_floating_point and mask.device == x.device):
+        return False  # a bool mask would be added as 0/1, which the operator's bool mask is not
+    shape = tuple(x.shape) or (1,)
+    return (mask.dim() <= len(shape)
+            and all(m == 1 or m == s for m, s in zip(reversed(mask.shape), reversed(shape)))
+            and torch.result_type(x, mask) == torch.promote_types(x.dtype, mask.dtype))
+
+
+def masked_softmax(x, mask, dim, mul=None, div=None):
+    """torch.softmax(x * mul + mask, dim) (or x / div; mask may be None) by
+    kernels.warp_softmax_masked, in one pass over x; where that operator does
+    not apply (see _fusable) torch's ops, as the graph had them."""
+    if _fusable(x, mask):
+        scale = mul if mul is not None else 1.0 / div if div is not None else 1.0
+        if torch.is_autocast_enabled("cpu"):  # CPU autocast's policy for softmax: the input's dtype
+            with torch.autocast("cpu", enabled=False):
+                return ops.warp_softmax_masked(x, mask, scale, dim)
+        return ops.warp_softmax_masked(x, mask, scale, dim)
+    z = x if mul is None else x * mul
+    z = z if div is None else z / div
+    return softmax(z if mask is None else z + mask, dim)
+
+
 def safe_softmax(x, dim, dtype=None):
     """aten._safe_softmax: softmax, but rows that are all -inf give 0, not NaN."""
     y = softmax(x, dim, dtype)
@@ -99,6 +130,8 @@ _ROLES = {
     torch.sum: "sum", "sum": "sum", aten.sum.dim_IntList: "sum",
     operator.truediv: "div", torch.div: "div", "div": "div", aten.div.Tensor: "div",
     operator.sub: "sub", torch.sub: "sub", "sub": "sub", aten.sub.Tensor: "sub",
+    operator.add: "add", torch.add: "add", "add": "add", aten.add.Tensor: "add",
+    operator.mul: "mul", torch.mul: "mul", "mul": "mul", aten.mul.Tensor: "mul",
     torch.amax: "amax", "amax": "amax", aten.amax.default: "amax",
 }
 
@@ -224,6 +257,54 @@ def _unshifted(z, dim):
     return z
 
 
+def _number(c):
+    """A constant number, or a node Dynamo recorded as one (with dynamic=True it
+    traces a module's float attribute, BERT's attention scaling, as a SymFloat)."""
+    if isinstance(c, torch.fx.Node):
+        c = c.meta.get("val", c.meta.get("example_value"))
+        return isinstance(c, (int, float, torch.SymInt, torch.SymFloat)) and not isinstance(c, bool)
+    return isinstance(c, (int, float)) and not isinstance(c, bool)
+
+
+def _scaling(node):
+    """(x, mul, div) for node = x * c, c * x or x / c with c a constant number, else None."""
+    if not (isinstance(node, torch.fx.Node) and len(node.args) == 2 and not node.kwargs):
+        return None
+    a, b = node.args
+    tensor = lambda t: isinstance(t, torch.fx.Node) and not _number(t)  # noqa: E731
+    if _role(node, "mul") and _number(b) and tensor(a):
+        return a, b, None
+    if _role(node, "mul") and _number(a) and tensor(b):
+        return b, a, None
+    if _role(node, "div") and _number(b) and tensor(a):
+        return a, None, b
+    return None
+
+
+def _attention_form(z):
+    """For a softmax input z = x * c + mask (x / c, c * x, mask + ..., either
+    term alone): (x, mask, mul, div, the nodes the fused call makes dead), or None.
+    The sum is folded only where the softmax is its one user; with example
+    values (Dynamo's graphs) only a mask the operator takes (_fusable)."""
+    x, mask, scaled = z, None, _scaling(z)
+    if _role(z, "add") and len(z.args) == 2 and not z.kwargs and len(z.users) == 1:
+        a, b = z.args
+        if _scaling(b) and not _scaling(a):
+            a, b = b, a
+        if isinstance(b, torch.fx.Node):
+            x, mask, scaled = a, b, _scaling(a)
+    if scaled is not None and (mask is not None or len(z.users) == 1):
+        x, mul, div = scaled[0], scaled[1], scaled[2]
+    elif mask is not None:
+        mul = div = None
+    else:
+        return None
+    xv, mv = _meta(x), _meta(mask) if mask is not None else None
+    if xv is not None and (mask is None or mv is not None) and not _fusable(xv, mv):
+        return None
+    return x, mask, mul, div, [z] + ([z.args[0], z.args[1]] if mask is not None else [])
+
+
 def _erase_dead(gm, nodes):
     for node in dict.fromkeys(nodes):  # in order, once each
         if isinstance(node, torch.fx.Node) and not node.users and node.op in (
@@ -239,6 +320,21 @@ def _replace(gm, node, fn, args):
     gm.graph.erase_node(node)
 
 
+def _fuse(gm, node, name, z, dim, report, dead=()):
+    """Replaces the softmax `node` of z = x * c + mask by masked_softmax if z has
+    that form (_attention_form); returns whether it did."""
+    form = _attention_form(z)
+    if form is None:
+        return False
+    x, mask, mul, div, folded = form
+    _replace(gm, node, masked_softmax, (x, mask, dim, mul, div))
+    _erase_dead(gm, list(dead) + folded)
+    report.replaced.append(Change(node.name, name, "masked_softmax(dim=%d, %s%s)" % (
+        dim, "mask=%s, " % mask.name if mask is not None else "",
+        "scale=%s" % mul if mul is not None else "scale=1/%s" % div if div is not None else "scale=1")))
+    return True
+
+
 def use_warp_softmax(gm, decompose_sdpa=False):
     """Replaces gm's softmax calls by the kernels operators, in place; returns a Report."""
     report = Report()
@@ -252,6 +348,8 @@ def use_warp_softmax(gm, decompose_sdpa=False):
                 report.left.append(Change(node.name, name, call))
                 continue
             x, dim, dtype = call
+            if fn is softmax and dtype is None and _fuse(gm, node, name, x, dim, report):
+                continue
             _replace(gm, node, fn, (x, dim, dtype))
             report.replaced.append(Change(node.name, name, "%s(dim=%d, dtype=%s)" % (
                 fn.__name__, dim, dtype)))
@@ -278,10 +376,11 @@ def use_warp_softmax(gm, decompose_sdpa=False):
             z, dim = found
             den, num = node.args[1], node.args[0]
             shifted = num.args[0] if num.args else num.kwargs["input"]
-            _replace(gm, node, softmax, (z, dim, None))
-            _erase_dead(gm, [den, den.args[0], num]
-                        + ([shifted, shifted.args[1]] if _role(shifted, "sub") else []))
-            report.replaced.append(Change(node.name, "exp / sum", "softmax(dim=%d, dtype=None)" % dim))
+            pieces = [den, den.args[0], num] + ([shifted, shifted.args[1]] if _role(shifted, "sub") else [])
+            if not _fuse(gm, node, "exp / sum", z, dim, report, pieces):
+                _replace(gm, node, softmax, (z, dim, None))
+                _erase_dead(gm, pieces)
+                report.replaced.append(Change(node.name, "exp / sum", "softmax(dim=%d, dtype=None)" % dim))
     if report.replaced:
         gm.delete_all_unused_submodules()
         gm.graph.lint()

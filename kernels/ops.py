@@ -3,6 +3,7 @@
     import kernels
     y = kernels.warp_softmax(x, dim=-1)        # softmax, CPU or CUDA
     z = kernels.warp_log_softmax(x, dim=-1)    # log-softmax, the same kernels
+    a = kernels.warp_softmax_masked(scores, mask, scale=0.125)   # softmax(scores * 0.125 + mask)
 
 The C++ library (torch_op.cc) defines the schemas and the CPU/CUDA kernels;
 this file registers what torch.library lets Python provide: a fake kernel
@@ -48,6 +49,29 @@ for _name in ("warp_softmax", "warp_log_softmax"):
     torch.library.register_fake("kernels::%s_backward" % _name)(_fake_backward)
 
 
+def _check_mask(x, mask):
+    """The masked operator's checks on `mask` (its C++ kernel makes the same)."""
+    if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
+        raise RuntimeError("warp_softmax_masked: mask must be a bool or floating point tensor, got %s"
+                           % mask.dtype)
+    shape = tuple(x.shape) or (1,)
+    torch._check(mask.dim() <= len(shape) and all(
+        m == 1 or m == s for m, s in zip(reversed(mask.shape), reversed(shape))),
+        lambda: "warp_softmax_masked: mask of shape %s does not broadcast to the input's shape %s"
+        % (list(mask.shape), list(x.shape)))
+
+
+@torch.library.register_fake("kernels::warp_softmax_masked")
+def _fake_masked(x, mask=None, scale=1.0, dim=-1):
+    _fake(x, dim)
+    dtype = x.dtype
+    if mask is not None:
+        _check_mask(x, mask)
+        if mask.dtype.is_floating_point:
+            dtype = torch.promote_types(x.dtype, mask.dtype)  # as x * scale + mask has
+    return torch.empty_like(x, dtype=dtype)
+
+
 # Autograd: one autograd.Function per operator, registered as its Autograd
 # kernel. torch.library.register_autograd builds the same kind of kernel but
 # with no forward derivative (a dual input's tangent was silently dropped) and
@@ -59,10 +83,17 @@ def _sum(t, dim):
     return t.sum(dim, keepdim=True)
 
 
+def _scaled(t, scale):
+    # A SymFloat scale (under torch.compile) is never compared: that would guard on it.
+    return t if isinstance(scale, (int, float)) and scale == 1 else t * scale
+
+
 # With dx(g, y) = y * (g - sum(g * y)) the softmax's backward and
 # dx(g, y) = g - exp(y) * sum(g) the log-softmax's, per operator: the
 # vector-Jacobian products of its tensor inputs (v: the output's gradient),
-# then the Jacobian-vector products (t: the input's tangent).
+# then the Jacobian-vector products (t: the input's tangent). Each rule takes
+# (v or t, the saved tensors, the operator's other arguments: dim, or scale
+# and dim).
 _RULES = {
     "warp_softmax": (
         [lambda v, y, d: _ops.warp_softmax_backward(v, y, d)],
@@ -80,6 +111,14 @@ _RULES = {
          lambda v, g, y, d: -v * y.exp() * _sum(g, d)],
         [lambda t, g, y, d: t - y.exp() * _sum(t, d),
          lambda t, g, y, d: -t * y.exp() * _sum(g, d)]),
+    # softmax(z), z = x * scale + mask: dz as softmax's, then dx = scale * dz and
+    # dmask = dz summed over the dims the mask was broadcast along. A bool mask
+    # never requires grad.
+    "warp_softmax_masked": (  # saved: y and the mask
+        [lambda v, y, m, s, d: _scaled(_ops.warp_softmax_backward(v, y, d), s),
+         lambda v, y, m, s, d: _ops.warp_softmax_backward(v, y, d).sum_to_size(m.shape)],
+        [lambda t, y, m, s, d: y * (_scaled(t, s) - _sum(_scaled(t, s) * y, d)),
+         lambda t, y, m, s, d: y * (t - _sum(t * y, d))]),
 }
 
 
@@ -102,34 +141,40 @@ def _refuse_nested_jvp(name):
 
 def _function(name):
     """The operator's autograd.Function. It saves what its rules read: the
-    output y for softmax/log_softmax, the inputs (g, y) for the backward ops."""
+    output y for softmax/log_softmax (and the mask for the masked one), the
+    inputs (g, y) for the backward ops."""
     op = getattr(_ops, name).default
     vjps, jvps = _RULES[name]
-    backward_op = len(vjps) == 2
+    backward_op = name.endswith("_backward")
+    defaults = tuple(a.default_value for a in op._schema.arguments)
+
+    def full(args):  # the dispatcher drops trailing arguments left at their defaults
+        return tuple(args) + defaults[len(args):]
 
     def forward(*args):
-        if not backward_op and len(args) == 1:  # the dispatcher drops dim=-1, the default
-            args += (-1,)
         # Grad modes back on (autograd.Function turned them off), as functorch's
         # own Function rule does: under nested transforms (jacrev(grad(f)),
         # hessian) the call next reaches the outer transform's autograd kernel,
         # which must record it too.
         with torch.enable_grad(), fwAD._set_fwd_grad_enabled(True):
-            return _below_autograd(op, *args)
+            return _below_autograd(op, *full(args))
 
     def setup_context(ctx, inputs, output):
-        ctx.dim = inputs[-1] if len(inputs) > len(vjps) else -1
-        saved = inputs[:2] if backward_op else (output,)
+        inputs = full(inputs)
+        ctx.params = inputs[len(vjps):]
+        saved = inputs[:2] if backward_op else (output, *inputs[1:len(vjps)])
         ctx.save_for_backward(*saved)
         ctx.save_for_forward(*saved)
 
     def backward(ctx, v):
         saved = ctx.saved_tensors
-        return (*(rule(v, *saved, ctx.dim) for rule in vjps), None)
+        grads = [rule(v, *saved, *ctx.params) if need else None
+                 for rule, need in zip(vjps, ctx.needs_input_grad)]
+        return (*grads, *(None for _ in ctx.params))
 
     def jvp(ctx, *tangents):
         saved = ctx.saved_tensors
-        terms = [rule(t, *saved, ctx.dim) for rule, t in zip(jvps, tangents) if t is not None]
+        terms = [rule(t, *saved, *ctx.params) for rule, t in zip(jvps, tangents) if t is not None]
         return sum(terms[1:], terms[0])
 
     # Named after the operator: its nodes show as grad_fn=<warp_softmaxBackward>.
@@ -185,6 +230,21 @@ def _vmap_backward_rule(op):
     return rule
 
 
+@torch.library.register_vmap("kernels::warp_softmax_masked")
+def _vmap_masked(info, in_dims, x, mask=None, scale=1.0, dim=-1):
+    x_dim, mask_dim = (tuple(in_dims) + (None, None))[:2]
+    rank = x.dim() - (x_dim is not None)  # of each example
+    dim = dims.normalize(dim, rank, "warp_softmax_masked")
+    x = x.movedim(x_dim, 0) if x_dim is not None else x.expand(info.batch_size, *x.shape)
+    if mask is not None and mask_dim is not None:  # align each example's mask to x's example rank
+        mask = mask.movedim(mask_dim, 0)
+        mask = mask.reshape(mask.shape[:1] + (1,) * max(0, rank - mask.dim() + 1) + mask.shape[1:])
+    if rank == 0:  # rows of one element, as torch treats a 0-d input
+        return _ops.warp_softmax_masked(x.unsqueeze(-1), mask if mask is None else mask.reshape(
+            mask.shape + (1,) * (mask_dim is not None)), scale, -1).squeeze(-1), 0
+    return _ops.warp_softmax_masked(x, mask, scale, dim + 1), 0
+
+
 for _name in ("warp_softmax", "warp_log_softmax"):
     torch.library.register_vmap("kernels::" + _name, _vmap_rule(getattr(_ops, _name)))
     torch.library.register_vmap("kernels::%s_backward" % _name,
@@ -221,3 +281,14 @@ def warp_softmax(x, dim=-1):
 def warp_log_softmax(x, dim=-1):
     """log_softmax(x) along `dim`, as torch.log_softmax; shares warp_softmax's kernels."""
     return _ops.warp_log_softmax(x, dim)
+
+
+def warp_softmax_masked(x, mask=None, scale=1.0, dim=-1):
+    """softmax(x * scale + mask) along `dim` in one pass over x (attention's
+    masked, scaled scores), as torch computes it but with the sum formed in
+    float32 (float64 for float64). `mask` broadcasts to x: floating (added; the
+    result takes torch's promoted dtype) or bool (True keeps an element, False
+    makes it -inf, as F.scaled_dot_product_attention's attn_mask).
+    Differentiable in x and a floating mask (also forward mode), compilable.
+    CUDA tensors take torch's composite for the forward."""
+    return _ops.warp_softmax_masked(x, mask, scale, dim)

@@ -7,6 +7,9 @@
 //
 //   forward:   y = softmax(x)             or  log_softmax(x)
 //   backward:  dx = y * (dy - sum(dy * y))  or  dy - exp(y) * sum(dy)
+//   masked:    y = softmax(x * scale + mask), the attention form, in one pass
+//              over x (the sum is formed in float32, or float64 for float64,
+//              not rounded to x's format first)
 #pragma once
 
 #include <cstdint>
@@ -43,6 +46,23 @@ template <typename T>
 void forward_cpu(const T* x, T* y, int64_t rows, int64_t cols, bool log);
 template <typename T>
 void backward_cpu(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, bool log);
+
+// Where the masked forward finds each row's mask: row r of x (counted over the
+// whole tensor, row-major) as an index into `sizes` (the last fastest), dotted
+// with `strides` (in elements, 0 on the dims the mask is broadcast along),
+// is the offset of its mask row, whose `cols` elements are contiguous.
+struct MaskLayout {
+  static constexpr int kMaxDims = 8;
+  int ndim;  // sizes' product is the tensor's row count
+  int64_t sizes[kMaxDims];
+  int64_t strides[kMaxDims];
+};
+
+// softmax(x * scale + mask) over rows [first_row, first_row + rows): x and y
+// point at row first_row, mask at the mask's start (null: no mask).
+template <typename T>
+void forward_masked_cpu(const T* x, const T* mask, const MaskLayout& layout, double scale, T* y,
+                        int64_t first_row, int64_t rows, int64_t cols);
 
 // The level in use, and the levels this CPU supports ("avx512, avx2, baseline"),
 // best first.

@@ -204,6 +204,28 @@ void forward_cpu<BFloat16>(const BFloat16* x, BFloat16* y, int64_t rows, int64_t
 }
 
 template <>
+void forward_masked_cpu<float>(const float* x, const float* mask, const MaskLayout& layout,
+                               double scale, float* y, int64_t first_row, int64_t rows, int64_t cols) {
+  cpu::kernels().masked_f32(x, mask, layout, scale, y, first_row, rows, cols);
+}
+template <>
+void forward_masked_cpu<double>(const double* x, const double* mask, const MaskLayout& layout,
+                                double scale, double* y, int64_t first_row, int64_t rows, int64_t cols) {
+  cpu::kernels().masked_f64(x, mask, layout, scale, y, first_row, rows, cols);
+}
+template <>
+void forward_masked_cpu<Half>(const Half* x, const Half* mask, const MaskLayout& layout, double scale,
+                              Half* y, int64_t first_row, int64_t rows, int64_t cols) {
+  cpu::kernels().masked_f16(x, mask, layout, scale, y, first_row, rows, cols);
+}
+template <>
+void forward_masked_cpu<BFloat16>(const BFloat16* x, const BFloat16* mask, const MaskLayout& layout,
+                                  double scale, BFloat16* y, int64_t first_row, int64_t rows,
+                                  int64_t cols) {
+  cpu::kernels().masked_bf16(x, mask, layout, scale, y, first_row, rows, cols);
+}
+
+template <>
 void backward_cpu<float>(const float* dy, const float* y, float* dx, int64_t rows, int64_t cols,
                          bool log) {
   cpu::kernels().backward_f32(dy, y, dx, rows, cols, log);

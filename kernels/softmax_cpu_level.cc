@@ -32,6 +32,11 @@
 // stores: memory then sees 2 reads and 1 write per element instead of 2
 // reads, a read-for-ownership and a write.
 //
+// The fused attention form softmax(x * scale + mask) runs the same row
+// kernel on a source that forms z = x * scale + mask as each vector is loaded
+// (Plain and Scaled below), so z is never written to memory: with inductor,
+// BERT's eager attention fuses that sum into its softmax pass too.
+//
 // The vector primitives (loads, stores, conversions, exp) are in simd_level.h.
 #include <cstring>
 #include <limits>
@@ -46,71 +51,114 @@ namespace {
 constexpr int64_t kBlock = 1024;  // elements per online-pass block (4 KiB of float32)
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// max(x[0, n)); NaN is not seen here (exp_sum lets it through).
+// Where a row's softmax input z comes from, read W elements at a time at
+// offsets from the row's start: x itself, or x * scale + mask (the attention
+// form, kMask false for a scale alone), so the fused operator never writes z.
 template <typename T>
-WS_INLINE float block_max(const T* x, int64_t n) {
+struct Plain {
+  const T* x;
+  WS_INLINE vf at(int64_t i) const { return load(x + i); }
+  WS_INLINE vf tail(int64_t i, int64_t n, float pad) const { return load_tail(x + i, n, pad); }
+  WS_INLINE float one(int64_t i) const { return to_float(x[i]); }
+  WS_INLINE void prefetch(int64_t i) const { __builtin_prefetch(x + i); }
+};
+
+template <typename T, bool kMask>
+struct Scaled {
+  const T* x;
+  const T* mask;
+  float scale;
+  WS_INLINE vf at(int64_t i) const {
+    if constexpr (kMask) return load(x + i) * scale + load(mask + i);
+    return load(x + i) * scale;
+  }
+  WS_INLINE float one(int64_t i) const {
+    if constexpr (kMask) return to_float(x[i]) * scale + to_float(mask[i]);
+    return to_float(x[i]) * scale;
+  }
+  WS_INLINE vf tail(int64_t i, int64_t n, float pad) const {
+    vf v = splat(pad);
+    for (int64_t j = 0; j < n; ++j) v[j] = one(i + j);
+    return v;
+  }
+  WS_INLINE void prefetch(int64_t i) const {
+    __builtin_prefetch(x + i);
+    if constexpr (kMask) __builtin_prefetch(mask + i);
+  }
+};
+
+template <typename S>
+WS_INLINE vf src_n(const S& z, int64_t i, int64_t k, float pad) {
+  return k == W ? z.at(i) : z.tail(i, k, pad);
+}
+
+// max(z[o, o + n)); NaN is not seen here (exp_sum lets it through).
+template <typename S>
+WS_INLINE float block_max(const S& z, int64_t o, int64_t n) {
   vf a = splat(kNegInf), b = a;  // two chains: vmaxps's latency, not its throughput, bounds one
   int64_t i = 0;
   for (; i + 2 * W <= n; i += 2 * W) {
-    a = vmax(load(x + i), a);
-    b = vmax(load(x + i + W), b);
+    a = vmax(z.at(o + i), a);
+    b = vmax(z.at(o + i + W), b);
   }
-  for (; i + W <= n; i += W) a = vmax(load(x + i), a);
-  if (i < n) a = vmax(load_tail(x + i, n - i, kNegInf), a);
+  for (; i + W <= n; i += W) a = vmax(z.at(o + i), a);
+  if (i < n) a = vmax(z.tail(o + i, n - i, kNegInf), a);
   return lane_max(vmax(a, b));
 }
 
-// sum(exp(x - m)) over x[0, n), storing exp(x - m) to y[0, n) unless y is null,
-// and prefetching `ahead` (the row's next block, or null) as it goes. One
+// sum(exp(z - m)) over z[o, o + n), storing exp(z - m) to y[0, n) unless y is
+// null, and prefetching the row's next block as it goes when `ahead`. One
 // accumulator: exp's 13 operations per vector hide the add's latency, and
 // AVX2's 16 registers hold the constants without spilling.
-template <typename T>
-WS_INLINE float exp_sum(const T* x, float* y, int64_t n, float m, const T* ahead) {
+template <typename S>
+WS_INLINE float exp_sum(const S& z, int64_t o, float* y, int64_t n, float m, bool ahead) {
   vf a = splat(0.0f);
   int64_t i = 0;
   for (; i + W <= n; i += W) {
-    if (ahead) __builtin_prefetch(ahead + i);
-    const vf e = exp_nonpositive(load(x + i) - m);
+    if (ahead) z.prefetch(o + kBlock + i);
+    const vf e = exp_nonpositive(z.at(o + i) - m);
     if (y) store(y + i, e);
     a += e;
   }
   if (i < n) {
-    const vf e = exp_nonpositive(load_tail(x + i, n - i, kNegInf) - m);  // padding gives 0
+    const vf e = exp_nonpositive(z.tail(o + i, n - i, kNegInf) - m);  // padding gives 0
     if (y) store_tail(y + i, n - i, e);
     a += e;
   }
   return lane_sum(a);
 }
 
-// The sum of x[0, n): NaN if any element is NaN (used on blocks with no finite element).
-template <typename T>
-WS_INLINE float block_sum(const T* x, int64_t n) {
-  float s = 0.0f;
-  for (int64_t i = 0; i < n; ++i) s += to_float(x[i]);
-  return s;
+// The sum of z[o, o + n): NaN if any element is NaN (used on blocks with no finite element).
+template <typename S>
+WS_INLINE float block_sum(const S& z, int64_t o, int64_t n) {
+  vf a = splat(0.0f);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) a += z.at(o + i);
+  if (i < n) a += z.tail(o + i, n - i, 0.0f);
+  return lane_sum(a);
 }
 
-// One row of softmax or log_softmax: see the file comment. `scales` holds one
-// float per block; `ybuf` holds the unscaled exp values (y itself for float32).
-template <bool kLog, typename T>
-WS_INLINE void forward_row(const T* x, T* y, int64_t n, float* scales, float* ybuf) {
+// One row of softmax or log_softmax of z: see the file comment. `scales` holds
+// one float per block; `ybuf` holds the unscaled exp values (y itself for float32).
+template <bool kLog, typename S, typename T>
+WS_INLINE void forward_row(const S& z, T* y, int64_t n, float* scales, float* ybuf) {
   float m = kNegInf, s = 0.0f;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   for (int64_t b = 0; b < blocks; ++b) {
-    const T* xb = x + b * kBlock;
-    const int64_t len = min64(kBlock, n - b * kBlock);
-    const float bm = block_max(xb, len);
+    const int64_t o = b * kBlock;
+    const int64_t len = min64(kBlock, n - o);
+    const float bm = block_max(z, o, len);
     if (bm > m) {
       s *= __builtin_expf(m - bm);  // 0 while m is -inf
       m = bm;
     }
     scales[b] = m;
     if (m == kNegInf) {
-      // Nothing finite yet (a masked prefix): exp(x - m) would be NaN. These
+      // Nothing finite yet (a masked prefix): exp(z - m) would be NaN. These
       // entries are 0 whatever comes later; a NaN among them makes the row NaN.
-      const float sum = block_sum(xb, len);
+      const float sum = block_sum(z, o, len);
       if (sum != sum) s = sum;
-      if (!kLog) std::memset(ybuf + b * kBlock, 0, len * sizeof(float));
+      if (!kLog) std::memset(ybuf + o, 0, len * sizeof(float));
       continue;
     }
     // Rows of more than 2 blocks, whose x and y outgrow L1: the next block comes
@@ -118,15 +166,15 @@ WS_INLINE void forward_row(const T* x, T* y, int64_t n, float* scales, float* yb
     // 4M float32: 1024x4096 1.71-1.79 ms without, 1.55-1.62 ms with; but
     // 2048x2048 1.36 ms without, 1.44 ms with, so shorter rows have none.
     const bool prefetch = blocks > 2 && b + 1 < blocks;
-    // For log-softmax only the sum is needed: y = x - m - log(s) comes in the second pass.
-    s += exp_sum(xb, kLog ? nullptr : ybuf + b * kBlock, len, m, prefetch ? xb + kBlock : nullptr);
+    // For log-softmax only the sum is needed: y = z - m - log(s) comes in the second pass.
+    s += exp_sum(z, o, kLog ? nullptr : ybuf + o, len, m, prefetch);
   }
   // A row with no finite maximum (all -inf) ends with m = -inf, s = 0: both
   // passes below then give NaN, as torch does.
   if constexpr (kLog) {
-    // (x - m) - log(s), not x - (m + log(s)): m + log(s) would round to m's ulp.
+    // (z - m) - log(s), not z - (m + log(s)): m + log(s) would round to m's ulp.
     const float log_s = __builtin_logf(s);
-    write_row<false>(y, n, [&](int64_t i, int64_t k) { return (load_n(x + i, k, 0.0f) - m) - log_s; });
+    write_row<false>(y, n, [&](int64_t i, int64_t k) { return (src_n(z, i, k, 0.0f) - m) - log_s; });
     return;
   }
   for (int64_t b = 0; b < blocks; ++b) {
@@ -135,6 +183,74 @@ WS_INLINE void forward_row(const T* x, T* y, int64_t n, float* scales, float* yb
     write_row<false>(y + b * kBlock, min64(kBlock, n - b * kBlock),
                      [&](int64_t i, int64_t k) { return load_n(eb + i, k, 0.0f) * f; });
   }
+}
+
+// The offsets of consecutive rows' masks (MaskLayout), counted like an odometer.
+class MaskRows {
+ public:
+  MaskRows(const MaskLayout& layout, int64_t row) : layout_(layout) {
+    for (int d = layout.ndim - 1; d >= 0; --d) {
+      index_[d] = row % layout.sizes[d];
+      row /= layout.sizes[d];
+      offset_ += index_[d] * layout.strides[d];
+    }
+  }
+  int64_t offset() const { return offset_; }
+  void next() {
+    for (int d = layout_.ndim - 1; d >= 0; --d) {
+      offset_ += layout_.strides[d];
+      if (++index_[d] < layout_.sizes[d]) return;
+      offset_ -= index_[d] * layout_.strides[d];
+      index_[d] = 0;
+    }
+  }
+
+ private:
+  const MaskLayout& layout_;
+  int64_t index_[MaskLayout::kMaxDims] = {};
+  int64_t offset_ = 0;
+};
+
+// The rows' loop: `source(r)` is row r's source (rows counted from 0 here).
+template <bool kLog, typename T, typename F>
+void forward_rows_of(F source, T* y, int64_t rows, int64_t cols) {
+  float* scales = scratch(0, (cols + kBlock - 1) / kBlock + 1);
+  float* ybuf = std::is_same_v<T, float> ? nullptr : scratch(1, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    T* yr = y + r * cols;
+    float* buf = ybuf;
+    if constexpr (std::is_same_v<T, float>) buf = yr;
+    forward_row<kLog>(source(r), yr, cols, scales, buf);
+  }
+}
+
+// The forward never streams: measured on an AMD EPYC (Zen 4), streaming y from
+// a float32 scratch row took 1.7x-2x as long as writing it in place, where
+// the backward's streamed dx took 0.7x-0.8x of the time of cached stores (both
+// timed in one process, 4096x1024 and 256x32768, AVX-512 and AVX2 levels).
+template <typename T>
+void forward_rows(const T* x, T* y, int64_t rows, int64_t cols, bool log) {
+  auto source = [&](int64_t r) { return Plain<T>{x + r * cols}; };
+  log ? forward_rows_of<true>(source, y, rows, cols) : forward_rows_of<false>(source, y, rows, cols);
+}
+
+template <typename T>
+void forward_masked(const T* x, const T* mask, const MaskLayout& layout, double scale, T* y,
+                    int64_t first_row, int64_t rows, int64_t cols) {
+  const float s = static_cast<float>(scale);
+  if (!mask) {
+    forward_rows_of<false>([&](int64_t r) { return Scaled<T, false>{x + r * cols, nullptr, s}; }, y,
+                           rows, cols);
+    return;
+  }
+  MaskRows at(layout, first_row);
+  int64_t next = 0;  // the row `at` stands at
+  forward_rows_of<false>(
+      [&](int64_t r) {
+        for (; next < r; ++next) at.next();
+        return Scaled<T, true>{x + r * cols, mask + at.offset(), s};
+      },
+      y, rows, cols);
 }
 
 // One row of the backward: dx = y * (dy - sum(dy * y)), or for log-softmax
@@ -160,27 +276,6 @@ WS_INLINE void backward_row(const T* dy, const T* y, T* dx, int64_t n) {
   });
 }
 
-template <bool kLog, typename T>
-void forward_rows(const T* x, T* y, int64_t rows, int64_t cols) {
-  float* scales = scratch(0, (cols + kBlock - 1) / kBlock + 1);
-  float* ybuf = std::is_same_v<T, float> ? nullptr : scratch(1, cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    T* yr = y + r * cols;
-    float* buf = ybuf;
-    if constexpr (std::is_same_v<T, float>) buf = yr;
-    forward_row<kLog>(x + r * cols, yr, cols, scales, buf);
-  }
-}
-
-// The forward never streams: measured on an AMD EPYC (Zen 4), streaming y from
-// a float32 scratch row took 1.7x-2x as long as writing it in place, where
-// the backward's streamed dx took 0.7x-0.8x of the time of cached stores (both
-// timed in one process, 4096x1024 and 256x32768, AVX-512 and AVX2 levels).
-template <typename T>
-void forward_rows(const T* x, T* y, int64_t rows, int64_t cols, bool log) {
-  (log ? forward_rows<true, T> : forward_rows<false, T>)(x, y, rows, cols);
-}
-
 template <bool kLog, bool kStream, typename T>
 void backward_rows(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -197,22 +292,37 @@ void backward_rows(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, b
        : (stream ? backward_rows<false, true, T> : backward_rows<false, false, T>))(dy, y, dx, rows, cols);
 }
 
-// float64: three plain passes with libm's exp (precision over speed).
+// float64: three plain passes with libm's exp (precision over speed); z(i)
+// is the row's i-th input.
+template <typename Z>
+void forward_row_f64(Z z, double* y, int64_t cols, bool log) {
+  double m = -std::numeric_limits<double>::infinity(), s = 0.0;
+  for (int64_t i = 0; i < cols; ++i) m = z(i) > m ? z(i) : m;
+  if (m == -std::numeric_limits<double>::infinity()) m = std::numeric_limits<double>::quiet_NaN();
+  for (int64_t i = 0; i < cols; ++i) s += ::exp(z(i) - m);
+  if (log) {
+    const double log_s = ::log(s);
+    for (int64_t i = 0; i < cols; ++i) y[i] = (z(i) - m) - log_s;
+  } else {
+    for (int64_t i = 0; i < cols; ++i) y[i] = ::exp(z(i) - m) / s;
+  }
+}
+
 void forward_rows_f64(const double* x, double* y, int64_t rows, int64_t cols, bool log) {
-  constexpr double kInf = std::numeric_limits<double>::infinity();
   for (int64_t r = 0; r < rows; ++r) {
     const double* xr = x + r * cols;
-    double* yr = y + r * cols;
-    double m = -kInf, s = 0.0;
-    for (int64_t i = 0; i < cols; ++i) m = xr[i] > m ? xr[i] : m;
-    if (m == -kInf) m = std::numeric_limits<double>::quiet_NaN();
-    for (int64_t i = 0; i < cols; ++i) s += ::exp(xr[i] - m);
-    if (log) {
-      const double log_s = ::log(s);
-      for (int64_t i = 0; i < cols; ++i) yr[i] = (xr[i] - m) - log_s;
-    } else {
-      for (int64_t i = 0; i < cols; ++i) yr[i] = ::exp(xr[i] - m) / s;
-    }
+    forward_row_f64([&](int64_t i) { return xr[i]; }, y + r * cols, cols, log);
+  }
+}
+
+void forward_masked_f64(const double* x, const double* mask, const MaskLayout& layout, double scale,
+                        double* y, int64_t first_row, int64_t rows, int64_t cols) {
+  MaskRows at(layout, mask ? first_row : 0);
+  for (int64_t r = 0; r < rows; ++r, at.next()) {
+    const double* xr = x + r * cols;
+    const double* mr = mask ? mask + at.offset() : nullptr;
+    forward_row_f64([&](int64_t i) { return mr ? xr[i] * scale + mr[i] : xr[i] * scale; }, y + r * cols,
+                    cols, false);
   }
 }
 
@@ -235,6 +345,7 @@ void backward_rows_f64(const double* dy, const double* y, double* dx, int64_t ro
 extern const LevelKernels kKernels = {
     WS_STR(WS_LEVEL),
     forward_rows<float>,  forward_rows_f64,  forward_rows<Half>,  forward_rows<BFloat16>,
+    forward_masked<float>, forward_masked_f64, forward_masked<Half>, forward_masked<BFloat16>,
     backward_rows<float>, backward_rows_f64, backward_rows<Half>, backward_rows<BFloat16>,
 };
 

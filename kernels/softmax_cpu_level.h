@@ -13,6 +13,9 @@ namespace warp_softmax::cpu {
 template <typename T>
 using ForwardFn = void (*)(const T* x, T* y, int64_t rows, int64_t cols, bool log);
 template <typename T>
+using MaskedForwardFn = void (*)(const T* x, const T* mask, const MaskLayout& layout, double scale,
+                                 T* y, int64_t first_row, int64_t rows, int64_t cols);
+template <typename T>
 using BackwardFn = void (*)(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, bool log);
 
 struct LevelKernels {
@@ -21,6 +24,10 @@ struct LevelKernels {
   ForwardFn<double> forward_f64;
   ForwardFn<Half> forward_f16;
   ForwardFn<BFloat16> forward_bf16;
+  MaskedForwardFn<float> masked_f32;
+  MaskedForwardFn<double> masked_f64;
+  MaskedForwardFn<Half> masked_f16;
+  MaskedForwardFn<BFloat16> masked_bf16;
   BackwardFn<float> backward_f32;
   BackwardFn<double> backward_f64;
   BackwardFn<Half> backward_f16;

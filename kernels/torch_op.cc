@@ -11,6 +11,11 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
 
+#include <limits>
+#include <optional>
+#include <utility>
+#include <vector>
+
 #include "kernels/dims.h"
 #include "kernels/softmax.h"
 
@@ -64,6 +69,13 @@ void* current_cuda_stream(const at::Tensor& t) {
 }
 #endif
 
+// cpu(begin_row, end_row) over ATen's threads.
+template <typename Cpu>
+void parallel_rows(const Rows& r, Cpu cpu) {
+  warp_softmax::cpu_isa();  // a bad WARP_SOFTMAX_ISA raises here, on the caller's thread
+  at::parallel_for(0, r.rows, std::max<int64_t>(1, at::internal::GRAIN_SIZE / r.cols), cpu);
+}
+
 // Runs a kernel where `t` lives: cuda(stream) on its CUDA device, or cpu(begin_row,
 // end_row) over ATen's threads. The CUDA kernels have no float64.
 template <typename scalar_t, typename Cpu, typename Cuda>
@@ -81,9 +93,7 @@ void launch(const at::Tensor& t, const Rows& r, const char* op, Cpu cpu, Cuda cu
     TORCH_CHECK(false, op, ": this build has no CUDA kernels; build with --config=cuda");
 #endif
   } else {
-    warp_softmax::cpu_isa();  // a bad WARP_SOFTMAX_ISA raises here, on the caller's thread
-    const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / r.cols);
-    at::parallel_for(0, r.rows, grain, cpu);
+    parallel_rows(r, cpu);
   }
 }
 
@@ -141,6 +151,102 @@ at::Tensor backward(const at::Tensor& grad_output, const at::Tensor& output, int
   return restore_layout(dx, output, g.dim);
 }
 
+// The masked forward's mask (masked_forward): `mask` (broadcastable to x,
+// whose shape with the softmax dim last is `moved`) as a tensor whose rows
+// are contiguous and the layout saying which row each of x's rows reads.
+// Only the mask's own elements are copied, never its broadcast.
+struct MaskRows {
+  at::Tensor data;
+  warp_softmax::MaskLayout layout;
+};
+
+MaskRows mask_rows(at::Tensor mask, at::IntArrayRef moved, int64_t d) {
+  while (mask.dim() < static_cast<int64_t>(moved.size())) mask = mask.unsqueeze(0);
+  mask = mask.movedim(d, -1);
+  const int64_t cols = moved.back();
+  if (mask.size(-1) != cols) {  // one value for the whole row: spell it out once per row
+    std::vector<int64_t> sizes(mask.sizes().begin(), mask.sizes().end());
+    sizes.back() = cols;
+    mask = mask.expand(sizes);
+  }
+  mask = mask.contiguous();
+  const at::Tensor wide = mask.expand(moved);
+  warp_softmax::MaskLayout layout{0, {}, {}};
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (size, stride), adjacent dims merged
+  for (int64_t k = 0; k + 1 < wide.dim(); ++k) {
+    const int64_t size = wide.size(k), stride = wide.stride(k);
+    if (size == 1) continue;
+    if (!dims.empty() && dims.back().second == stride * size) {
+      dims.back() = {dims.back().first * size, stride};
+    } else {
+      dims.push_back({size, stride});
+    }
+  }
+  if (dims.size() > static_cast<size_t>(warp_softmax::MaskLayout::kMaxDims)) {
+    mask = wide.contiguous();  // a broadcast too irregular to describe: write it out
+    dims = {{mask.numel() / cols, cols}};
+  }
+  for (const auto& [size, stride] : dims) {
+    layout.sizes[layout.ndim] = size;
+    layout.strides[layout.ndim++] = stride;
+  }
+  return {mask, layout};
+}
+
+// softmax(self * scale + mask) along dim, mask broadcastable to self: a
+// floating mask is added (the result has torch's promoted dtype), a bool mask
+// keeps the elements where it is true (F.scaled_dot_product_attention's
+// convention), the others become -inf. CUDA tensors take torch's composite.
+at::Tensor masked_forward(const at::Tensor& self, const std::optional<at::Tensor>& mask_arg,
+                          const at::Scalar& scale_arg, int64_t dim) {
+  const char* op = "warp_softmax_masked";
+  check_input(self, "input", op);
+  TORCH_CHECK(!scale_arg.isComplex() && !scale_arg.isBoolean(), op, ": scale must be a real number, got ",
+              scale_arg.type());
+  const double scale = scale_arg.toDouble();
+  at::Tensor x = self, mask;
+  if (mask_arg.has_value() && mask_arg->defined()) {
+    mask = *mask_arg;
+    TORCH_CHECK(mask.scalar_type() == at::kBool || at::isFloatingType(mask.scalar_type()), op,
+                ": mask must be a bool or floating point tensor, got ", mask.scalar_type());
+    TORCH_CHECK(mask.device() == self.device(), op, ": mask is on ", mask.device(), ", input on ",
+                self.device());
+    bool broadcasts = mask.dim() <= std::max<int64_t>(self.dim(), 1);
+    for (int64_t k = 1; broadcasts && k <= mask.dim(); ++k) {
+      const int64_t size = mask.size(-k), want = self.dim() == 0 ? 1 : self.size(-k);
+      broadcasts = size == 1 || size == want;
+    }
+    TORCH_CHECK(broadcasts, op, ": mask of shape ", mask.sizes(), " does not broadcast to the input's shape ",
+                self.sizes());
+    if (mask.scalar_type() == at::kBool) {
+      mask = at::zeros(mask.sizes(), self.options()).masked_fill_(mask.logical_not(),
+                                                                  -std::numeric_limits<double>::infinity());
+    } else {
+      const at::ScalarType type = at::promote_types(self.scalar_type(), mask.scalar_type());
+      x = self.to(type);
+      mask = mask.to(type);
+    }
+  }
+  Rows in = as_rows(x, dim, op);
+  if (!x.device().is_cpu()) return at::softmax(mask.defined() ? x * scale + mask : x * scale, in.dim);
+  at::Tensor y = at::empty_like(in.data);
+  if (in.data.numel() == 0) return restore_layout(y, x, in.dim);
+  MaskRows m{mask, {0, {}, {}}};
+  if (mask.defined()) m = mask_rows(mask, in.data.sizes(), in.dim);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, in.data.scalar_type(), "warp_softmax_masked", [&] {
+    using core_t = Core<scalar_t>;
+    const core_t* xp = core_ptr<scalar_t>(in.data);
+    const core_t* mp = mask.defined() ? core_ptr<scalar_t>(m.data) : nullptr;
+    core_t* out = core_ptr<scalar_t>(y);
+    const int64_t cols = in.cols;
+    parallel_rows(in, [&](int64_t begin, int64_t end) {
+      warp_softmax::forward_masked_cpu<core_t>(xp + begin * cols, mp, m.layout, scale, out + begin * cols,
+                                               begin, end - begin, cols);
+    });
+  });
+  return restore_layout(y, x, in.dim);
+}
+
 at::Tensor softmax(const at::Tensor& self, int64_t dim) { return forward(self, dim, false); }
 at::Tensor log_softmax(const at::Tensor& self, int64_t dim) { return forward(self, dim, true); }
 at::Tensor softmax_backward(const at::Tensor& g, const at::Tensor& y, int64_t dim) {
@@ -157,6 +263,7 @@ TORCH_LIBRARY(kernels, m) {
   m.def("warp_softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor");
   m.def("warp_log_softmax(Tensor self, int dim=-1) -> Tensor");
   m.def("warp_log_softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor");
+  m.def("warp_softmax_masked(Tensor self, Tensor? mask=None, Scalar scale=1, int dim=-1) -> Tensor");
 }
 
 // One function serves both devices: it dispatches on the tensor's device inside.
@@ -165,6 +272,7 @@ TORCH_LIBRARY_IMPL(kernels, CPU, m) {
   m.impl("warp_softmax_backward", &softmax_backward);
   m.impl("warp_log_softmax", &log_softmax);
   m.impl("warp_log_softmax_backward", &log_softmax_backward);
+  m.impl("warp_softmax_masked", &masked_forward);
 }
 
 TORCH_LIBRARY_IMPL(kernels, CUDA, m) {
@@ -172,4 +280,5 @@ TORCH_LIBRARY_IMPL(kernels, CUDA, m) {
   m.impl("warp_softmax_backward", &softmax_backward);
   m.impl("warp_log_softmax", &log_softmax);
   m.impl("warp_log_softmax_backward", &log_softmax_backward);
+  m.impl("warp_softmax_masked", &masked_forward);
 }

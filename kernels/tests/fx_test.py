@@ -15,7 +15,7 @@ from kernels import fx
 from kernels.tests import checks
 
 aten = torch.ops.aten
-OURS = {fx.softmax, fx.log_softmax, fx.safe_softmax, fx.attention}
+OURS = {fx.softmax, fx.log_softmax, fx.safe_softmax, fx.attention, fx.masked_softmax}
 
 
 class Fn(torch.nn.Module):
@@ -118,6 +118,83 @@ def test_masked_rows_match_torch_and_safe_softmax_gives_zero_rows(dtype):
         gm = torch.fx.symbolic_trace(fn)
         fx.use_warp_softmax(gm)
         torch.testing.assert_close(gm(x), fn(x), equal_nan=True, atol=0, rtol=checks.EPS[str(dtype)[6:]] * 4)
+
+
+def decomposed_masked(s, m):
+    e = (s * 0.125 + m).exp()
+    return e / e.sum(-1, keepdim=True)
+
+
+# Attention's softmax(scores * scale + mask), as models spell it: one fused call each.
+ATTENTION_FORMS = {
+    "x * c + mask": lambda s, m: F.softmax(s * 0.125 + m, dim=-1),
+    "mask + x / c": lambda s, m: torch.softmax(m + s / 8, -1),
+    "(c * x + mask).softmax": lambda s, m: (0.125 * s + m).softmax(-1),
+    "torch.add, torch.mul": lambda s, m: torch.softmax(torch.add(torch.mul(s, 0.125), m), -1),
+    "x + mask": lambda s, m: F.softmax(s + m, -1),
+    "x * c, no mask": lambda s, m: F.softmax(s * 0.125, -1),
+    "exp / sum": decomposed_masked,
+}
+
+
+def attention_inputs(dtype=torch.float32):
+    scores = torch.randn(3, 2, 4, 300).to(dtype) * 8
+    mask = torch.zeros(3, 1, 1, 300, dtype=dtype)
+    mask[1, ..., 7:] = float("-inf")                 # a padded sequence: a long -inf run
+    mask[2] = float("-inf")                          # an empty one: fully masked rows, NaN
+    return scores, mask
+
+
+@pytest.mark.parametrize("form", ATTENTION_FORMS)
+def test_attention_forms_fuse_into_one_masked_softmax(form):
+    fn = ATTENTION_FORMS[form]
+    gm = torch.fx.symbolic_trace(fn)
+    report = fx.use_warp_softmax(gm)
+    assert_replaced(gm, report, 1)
+    assert targets(gm) == [fx.masked_softmax], gm.code  # the scale and the sum are folded in
+    assert "masked_softmax" in report.replaced[0].detail
+    for dtype in (torch.float32, torch.bfloat16, torch.float64):
+        scores, mask = attention_inputs(dtype)
+        ours, ref = gm(scores, mask), fn(scores.double(), mask.double()).to(dtype)
+        assert ours.dtype == dtype and torch.equal(ours.isnan(), fn(scores, mask).isnan())
+        check(ours.nan_to_num(), ref.nan_to_num(), False)
+
+
+def test_attention_forms_it_does_not_fold():
+    def f(s, m, keep):
+        z = s * 0.125 + m
+        a = F.softmax(z, -1) + z                      # the sum has another user
+        b = F.softmax(s + keep, -1)                   # a bool mask adds 0/1: torch's ops at run time
+        c = F.softmax(m + s[:1, :1], -1)              # the scores broadcast to the mask: likewise
+        d = F.softmax(s * 0.125 + m, -1, dtype=torch.float64)  # a dtype argument
+        return a, b, c, d, F.log_softmax(s * 0.125 + m, -1)
+    gm = torch.fx.symbolic_trace(f)
+    report = fx.use_warp_softmax(gm)
+    assert [c.detail.split("(")[0] for c in report.replaced] == [
+        "softmax", "masked_softmax", "masked_softmax", "softmax", "log_softmax"], str(report)
+    scores, mask = attention_inputs()
+    keep = torch.rand(300) > 0.5
+    for ours, ref in zip(gm(scores, mask, keep), f(scores, mask, keep)):
+        torch.testing.assert_close(ours, ref, equal_nan=True)
+
+
+def test_dynamo_folds_a_float_attribute_scale_without_recompiles():
+    class Attention(torch.nn.Module):  # transformers' eager attention: scores * self.scaling + mask
+        scaling = 0.125
+
+        def forward(self, s, m):
+            return F.softmax(s * self.scaling + m, dim=-1)
+    reports, model = [], Attention()
+
+    def backend(gm, example_inputs):
+        reports.append(fx.use_warp_softmax(gm))
+        return gm.forward
+    compiled = torch.compile(model, backend=backend, dynamic=True, fullgraph=True)
+    for batch in (3, 5):
+        scores, mask = attention_inputs()
+        scores, mask = scores[torch.arange(batch) % 3], mask[torch.arange(batch) % 3]
+        torch.testing.assert_close(compiled(scores, mask), model(scores, mask), equal_nan=True)
+    assert len(reports) == 1 and "masked_softmax" in reports[0].replaced[0].detail, reports
 
 
 def test_0d_and_empty_inputs():

@@ -3,7 +3,7 @@
 The kernels issue's cause was code nobody looked at: the AVX2 clone of the
 forward was full of scalar vmovss/vmaxss. This disassembles the built library
 (objdump, from binutils, which gcc brings) and checks, in every level's
-float32 and bfloat16 forwards and backwards, that each inner loop doing
+float32 and bfloat16 forwards (plain and masked) and backwards, that each inner loop doing
 packed float arithmetic works on whole registers of that level's width, with
 no scalar float code and no splitting of vectors into halves (GCC's
 vinserti128 when it lowers a conversion piece by piece).
@@ -21,9 +21,9 @@ SCALAR = re.compile(r"^v?(add|sub|mul|div|max|min|mov|cvt\w*)ss\b|^v?f(n)?m(add|
                     r"^v?(u)?comiss\b|^vinsertps\b|^v?extractps\b|^v?pinsrw\b|^v?pextrw\b|"
                     r"^vinserti(128|32x4|64x4)\b|^vextracti(128|32x4|64x4)\b")
 PACKED = re.compile(r"^v?(f(n)?m(add|sub)\d+|mul|add|sub|max)ps\b")
-FUNCTIONS = [
-    "forward_rows<false, float>", "forward_rows<true, float>",
-    "forward_rows<false, warp_softmax::BFloat16>", "forward_rows<false, warp_softmax::Half>",
+FUNCTIONS = [  # forward_rows<float> holds the softmax and log-softmax loops, inlined
+    "forward_rows<float>", "forward_rows<warp_softmax::BFloat16>", "forward_rows<warp_softmax::Half>",
+    "forward_masked<float>", "forward_masked<warp_softmax::BFloat16>",
     "backward_rows<false, false, float>", "backward_rows<true, true, float>",
     "backward_rows<false, false, warp_softmax::BFloat16>",
 ]
