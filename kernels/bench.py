@@ -68,6 +68,9 @@ def measure(rows, cols, dtype, device, rounds, round_seconds):
     y = torch.softmax(x, -1)
     mask = torch.zeros(cols, device=device).to(dtype)
     mask[cols // 2:] = float("-inf")  # a padded sequence
+    # Each size compiles anew: these lambdas share their code objects across calls, and
+    # past Dynamo's recompile limit (8) they would silently run eagerly.
+    torch._dynamo.reset()
     compiled_fwd = torch.compile(lambda t: torch.softmax(t, -1))
     compiled_masked = torch.compile(lambda t, m: torch.softmax(t * 0.125 + m, -1))
     compiled_bwd = torch.compile(lambda gy, yy: yy * (gy - (gy * yy).sum(-1, keepdim=True)))
