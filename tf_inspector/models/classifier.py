@@ -35,6 +35,11 @@ class NliClassifier(keras.Model):
         pooled = mean_pool(self.encoder(input_ids, attention_mask, token_type_ids), attention_mask)
         return self.head(self.dropout(pooled, training=training))
 
+    @property
+    def _default_save_signature(self):
+        # As BertEncoder's: export.py saves through a module with the three-input signature.
+        return None
+
     @classmethod
     def from_pretrained(cls, folder, dropout=0.1):
         return cls(BertEncoder.from_pretrained(folder), dropout=dropout)
