@@ -178,8 +178,22 @@ def tflite_converter(saved_model_dir, mode="float32", representative=None):
         # The calibrator feeds samples in the order of the function's inputs.
         names = [t.name.split(":")[0] for t in frozen.inputs]
         order = [next(n for n in INPUTS if n in name) for name in names]
-        converter.representative_dataset = lambda: ([s[n] for n in order] for s in representative())
+        converter.representative_dataset = lambda: _one_shape([s[n] for n in order]
+                                                              for s in representative())
     return converter
+
+
+def _one_shape(samples):
+    """The samples, checked: TFLite's calibrator sizes its interpreter on the first one only."""
+    first = None
+    for sample in samples:
+        shapes = [np.shape(x) for x in sample]
+        first = first or shapes
+        if shapes != first:
+            raise ValueError("int8 calibration samples must all have the first one's shape %s "
+                             "(TFLite's calibrator sizes its interpreter once); got %s: pad or "
+                             "truncate them to one length" % (first, shapes))
+        yield sample
 
 
 def convert_tflite(saved_model_dir, mode="float32", representative=None, float_nodes=()):

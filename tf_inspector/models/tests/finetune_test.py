@@ -3,12 +3,15 @@ weights, cached by recipe digest. (The real recipe is never trained in a test.)"
 
 import os
 import shutil
+import sys
 
 import numpy as np
 import pytest
-import tiny_encoder as tiny_encoder_folder
 
 from tf_inspector.models import finetune, nli
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the sibling tiny_encoder.py
+import tiny_encoder as tiny_encoder_folder  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SAMPLE = os.path.join(os.path.dirname(HERE), "testdata", "nli_sample.jsonl")

@@ -2,12 +2,15 @@
 
 import os
 import shutil
+import sys
 
 import numpy as np
 import pytest
-import tiny_encoder
 
 from tf_inspector.models import finetune, nli, nli_eval
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the sibling tiny_encoder.py
+import tiny_encoder  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SAMPLE = os.path.join(os.path.dirname(HERE), "testdata")
