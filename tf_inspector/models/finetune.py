@@ -63,6 +63,8 @@ def default_encoder_dir():
 
 def _train_file(data_dir, split):
     from tf_inspector.models import nli
+    if not os.path.isdir(data_dir):
+        raise FileNotFoundError("NLI data folder %s does not exist" % data_dir)
     for name in nli.SPLIT_FILES.get(split, (split + ".jsonl", split + ".tsv")):
         if os.path.exists(os.path.join(data_dir, name)):
             return os.path.join(data_dir, name)
