@@ -2,11 +2,15 @@
 
 import os
 import shutil
+import sys
 
 import numpy as np
 import pytest
 
-from tf_inspector.models import nli, nli_eval
+from tf_inspector.models import finetune, nli, nli_eval
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the sibling tiny_encoder.py
+import tiny_encoder  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SAMPLE = os.path.join(os.path.dirname(HERE), "testdata")
@@ -64,12 +68,31 @@ def test_bad_data_is_a_clear_error(tmp_path):
 
 
 def test_nli_eval_end_to_end_on_the_sample(data_dir, tmp_path, capsys):
-    result = nli_eval.run(data_dir, "dev_mismatched", "dev_matched", work_dir=str(tmp_path / "work"))
-    assert result["accuracy"]["fp32"] > 0.9  # fitted and scored on the same pairs here
-    assert abs(result["delta_points"]) <= 100
+    """A two-step fine-tune of a tiny encoder (never the real model in a test), then every variant:
+    conversions that broke the model would fail these checks; a 2-step model's accuracy says
+    nothing, so the checks are on agreement with FP32."""
+    recipe = finetune.Recipe(limit=16, epochs=1, batch_size=8, checkpoint_every=1000)
+    result = nli_eval.run(data_dir, recipe=recipe, cache=str(tmp_path / "cache"),
+                          work_dir=str(tmp_path / "work"), latency_pairs=3, debug_samples=4,
+                          encoder_dir=tiny_encoder.write(str(tmp_path)))
+    r = result["results"]
     assert result["float_max_diff"] <= 1e-4
-    assert result["sizes"]["dynamic-range"] < result["sizes"]["float"] / 3
+    assert result["saved_model"].identical and result["saved_model"].restored_traces <= 1
+    assert r["saved_model"]["accuracy"] == r["fp32"]["accuracy"] and r["saved_model"]["delta"] == 0
+    assert r["float32"]["accuracy"] == r["fp32"]["accuracy"]
+    for name in ("float16", "dynamic-range"):  # 30 pairs: at most one prediction may flip
+        assert abs(r[name]["delta"]) <= 100 / 30 + 1e-9
+        assert r[name]["ci_low"] <= r[name]["delta"] <= r[name]["ci_high"]
+    assert r["dynamic-range"]["size_bytes"] < r["float32"]["size_bytes"] / 3
+    assert r["float16"]["size_bytes"] < r["float32"]["size_bytes"] * 0.6
+    assert r["int8"]["size_bytes"] < r["float32"]["size_bytes"] / 3
+    assert all(v > 0 for x in r.values() for k, v in x.items() if k.startswith("ms_"))
+    report = result["debug"]["report"]
+    assert report.layers and report.output["nonfinite"] == 0 and report.output["cosine"] > 0.9
+    assert result["training"]["traces_after_first_step"] == 0
     out = capsys.readouterr().out
-    assert "TFLite dynamic-range" in out and "SavedModel" in out
+    assert "dynamic-range" in out and "SavedModel" in out and "quantisation debug" in out
     with pytest.raises(SystemExit, match="nli_eval: NLI data folder"):
         nli_eval.main(["--data-dir", str(tmp_path / "missing")])
+    with pytest.raises(SystemExit):
+        nli_eval.main(["--data-dir", data_dir, "--variants", "fp32,bogus"])

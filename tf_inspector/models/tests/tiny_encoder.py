@@ -1,0 +1,24 @@
+"""A Hugging Face BERT folder small enough to fine-tune in a test (imported by the tests as a
+sibling module): 2 layers, hidden 32, random weights, MiniLM's tokenizer."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+
+from tf_inspector.models import checkpoints, finetune
+from tf_inspector.models.bert import BertConfig, BertEncoder
+
+
+def write(folder):
+    from safetensors.numpy import save_file
+    sizes = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+    model = BertEncoder(BertConfig(**sizes))
+    save_file({name: np.ascontiguousarray(v.numpy().T if t else v.numpy())
+               for name, (v, t) in checkpoints._targets(model).items()},
+              os.path.join(folder, "model.safetensors"))
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(sizes, f)
+    shutil.copy(os.path.join(finetune.default_encoder_dir(), "tokenizer.json"), folder)
+    return str(folder)
