@@ -4,7 +4,7 @@
     tokens = PairTokenizer(os.path.join(folder, "tokenizer.json"))
     logits = predict(model, tokens(pairs))                  # (len(pairs), 3), input order
 
-Unlike the sentence encoder of nli.py, premise and hypothesis attend to each other.
+Unlike a sentence encoder (premise and hypothesis embedded apart), the two attend to each other.
 The head reads the mean of the token vectors (the pooling MiniLM was trained with).
 Batches are padded only to their longest pair and grouped by length (batches()),
 and every tf.function here takes [None, None] inputs, so no length retraces.

@@ -1,24 +1,17 @@
-"""NLI data (MNLI and friends) and the FP32-vs-TFLite accuracy check on it.
+"""NLI data: MNLI and friends, as the cross-encoder (classifier.py) trains and is scored on.
 
 Loaders, all giving a list of Pair(premise, hypothesis, label) with labels in
 Hugging Face glue/mnli order (0 entailment, 1 neutral, 2 contradiction):
   - JSON lines with premise/hypothesis/label (the layout of ../shared/data/mnli);
   - GLUE's TSV (dev_matched.tsv: sentence1, sentence2, gold_label);
   - a tensorflow-datasets builder, MnliLocal, that reads either from a manual_dir.
-
-Evaluation: a sentence encoder (BertEncoder + mean pooling) embeds premise and
-hypothesis; a logistic-regression head on [u, v, |u - v|, u * v] is fitted on
-one split and scored on another, with the FP32 encoder and with its TFLite
-dynamic-range conversion, so the accuracy delta is the quantisation's alone.
 """
 
 import csv
 import dataclasses
 import json
 import os
-import sys
 
-import numpy as np
 
 LABELS = ("entailment", "neutral", "contradiction")
 SPLIT_FILES = {  # split -> file names tried in order
@@ -118,46 +111,3 @@ def tfds_builder(manual_dir, data_dir):
     builder = MnliLocal(data_dir=data_dir)
     builder.download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
     return builder
-
-
-class SentenceEncoder:
-    """Tokenises with the model's vocab and embeds in batches, FP32 (TF) or TFLite."""
-
-    def __init__(self, tokenizer_json, embed_fn, max_length=128, batch_size=64):
-        from tokenizers import Tokenizer
-        self.tokenizer = Tokenizer.from_file(tokenizer_json)
-        self.tokenizer.enable_truncation(max_length)
-        self.embed_fn, self.batch_size = embed_fn, batch_size
-
-    def __call__(self, sentences, desc="embedding"):
-        from tqdm import tqdm
-        # Sorted by length, so each batch pads little; results come back in input order.
-        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-        out = [None] * len(sentences)
-        for start in tqdm(range(0, len(order), self.batch_size), desc=desc, unit="batch",
-                          file=sys.stderr, leave=False):
-            index = order[start:start + self.batch_size]
-            encodings = self.tokenizer.encode_batch([sentences[i] for i in index])
-            width = max(len(e.ids) for e in encodings)
-            ids = np.zeros((len(index), width), np.int32)
-            mask = np.zeros_like(ids)
-            for row, e in enumerate(encodings):
-                ids[row, :len(e.ids)] = e.ids
-                mask[row, :len(e.ids)] = 1
-            embeddings = np.asarray(self.embed_fn(ids, mask, np.zeros_like(ids)))
-            for row, i in enumerate(index):
-                out[i] = embeddings[row]
-        return np.stack(out)
-
-
-def pair_features(encoder, pairs, desc):
-    u = encoder([p.premise for p in pairs], desc + " premises")
-    v = encoder([p.hypothesis for p in pairs], desc + " hypotheses")
-    return np.concatenate([u, v, np.abs(u - v), u * v], axis=1)
-
-
-def fit_head(features, labels):
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-    return make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, C=1.0)).fit(features, labels)
