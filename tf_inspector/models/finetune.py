@@ -97,7 +97,10 @@ def train(recipe, pairs, encoder_dir, out_dir, max_steps=None, log=print):
     optimizer = keras.optimizers.AdamW(schedule, weight_decay=recipe.weight_decay, clipnorm=1.0)
     optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta", "norm"])
     optimizer.build(model.trainable_variables)
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    # Keras keeps dropout's random state in a SeedGenerator that the model's checkpoint
+    # leaves out; without it a resumed run would draw its masks from step 0's state again.
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
+                                     dropout_seed=model.dropout.seed_generator.state)
     manager = tf.train.CheckpointManager(checkpoint, os.path.join(out_dir, "checkpoints"), 2)
     history_path = os.path.join(out_dir, "history.json")
     history = []
