@@ -257,17 +257,17 @@ class watch:
         self._recorder = Recorder(target=inspect.unwrap(getattr(python, "__func__", python)))
 
     def __call__(self, *args, **kwargs):
-        # Inline rather than tracehooks.recording(): a context manager costs a microsecond per call.
-        active = tracehooks.active
-        if not active:
+        # Inline rather than tracehooks.recording(), and the hooks stay installed after the
+        # call (they pass straight through while no recorder listens): a context manager
+        # costs a microsecond per call, installing and removing the hooks 0.6 us.
+        if not tracehooks.installed():
             tracehooks.install()
+        active = tracehooks.active
         active.append(self._recorder)
         try:
             return self.function(*args, **kwargs)
         finally:
             active.remove(self._recorder)
-            if not active:
-                tracehooks.uninstall()
 
     def __getattr__(self, name):  # get_concrete_function, experimental_*...
         if name.startswith("__") or "function" not in self.__dict__:

@@ -1,4 +1,5 @@
-"""TF's tracing entry points, wrapped while a recorder listens (see retrace.py).
+"""TF's tracing entry points, wrapped while a recorder listens (see retrace.py) and, once a
+watch()ed function has been called, between its calls too (passing straight through).
 
 tracing_compilation._maybe_define_function runs on every call of every tf.function;
 _create_concrete_function only when TF traces. The first counts the call (one dictionary
@@ -62,6 +63,8 @@ _tracing = []  # the calls in progress, innermost last: (recorder states, args, 
 
 
 def _patched_maybe_define(args, kwargs, tracing_options):
+    if not active:  # installed for watch(), between its calls
+        return _original_maybe_define(args, kwargs, tracing_options)
     states = []
     for recorder in active:
         state = recorder.state_for(tracing_options)
@@ -123,8 +126,14 @@ def _patched_create(function_type, type_context, func_graph, tracing_options):
     return concrete
 
 
+def installed():
+    return _tc._maybe_define_function is _patched_maybe_define
+
+
 def install():
     global _original_maybe_define
+    if installed():
+        return
     _original_maybe_define = _tc._maybe_define_function
     _originals["_maybe_define_function"] = _tc._maybe_define_function
     _originals["_create_concrete_function"] = _tc._create_concrete_function
@@ -133,6 +142,8 @@ def install():
 
 
 def uninstall():
+    if not installed():
+        return
     _tc._maybe_define_function = _originals["_maybe_define_function"]
     _tc._create_concrete_function = _originals["_create_concrete_function"]
 
