@@ -169,8 +169,9 @@ WS_INLINE void forward_row(const S& z, T* y, int64_t n, float* scales, float* yb
     // measured on an AMD EPYC (Zen 3, avx2 level, one thread, float32, against
     // the same kernel without it in one process) 1.43-1.59x faster at 4096x1024
     // and 2048x2048, 1.13-1.20x at 1024x4096 and 256x32768, unchanged at 64
-    // columns and at 512x512 (in cache). (Prefetching only x, and only within
-    // rows of 3 blocks or more, was what an AVX-512 Zen 4 had measured.)
+    // columns and at 512x512 (in cache). Not yet measured on AVX-512: a Zen 4
+    // had measured prefetching x alone, faster within rows of 3 blocks or more
+    // and slower at 2048x2048.
     // For log-softmax only the sum is needed: y = z - m - log(s) comes in the second pass.
     s += exp_sum(z, o, kLog ? nullptr : ybuf + o, len, m, y + o);
   }
