@@ -63,8 +63,9 @@ class SavedModelReport:
     def to_text(self):
         return ("SavedModel %s: %.1f MB; restored outputs %s (max |diff| %.3g); restored function "
                 "%s" % (self.path, self.size_bytes / 1e6, "identical" if self.identical else "differ",
-                        self.max_abs_diff, "did not retrace" if self.restored_traces == 0
-                        else "retraced %d times" % self.restored_traces))
+                        self.max_abs_diff, "did not trace" if self.restored_traces == 0
+                        else "traced %d time%s when called" % (self.restored_traces,
+                                                             "" if self.restored_traces == 1 else "s")))
 
 
 def check_saved_model(module, path, batches):

@@ -205,8 +205,9 @@ def trained_model(recipe, data_dir, encoder_dir=None, cache=CACHE, log=print):
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "recipe.json"), "w") as f:
         json.dump(dataclasses.asdict(recipe), f, indent=1)
-    log("no fine-tuned model for this recipe (digest %s): training in %s; about 45 minutes on "
-        "an idle 2-core machine for the default recipe" % (digest, folder))
+    log("no fine-tuned model for this recipe (digest %s): training in %s; the default recipe "
+        "took 14 minutes on an idle 2-core AMD EPYC (avx2), 57 under other builds' load"
+        % (digest, folder))
     pairs = nli.load_split(data_dir, recipe.train_split)[:recipe.limit]
     began = time.time()
     model, info = train(recipe, pairs, encoder_dir, folder, log=log)

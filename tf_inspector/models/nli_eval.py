@@ -6,8 +6,8 @@
 DIR holds <split>.jsonl or GLUE <split>.tsv files. With only MNLI's dev sets at
 hand, the classifier (NliClassifier: MiniLM-L6 + a linear head) is fine-tuned on
 dev_mismatched and scored on dev_matched (the defaults); the fine-tuned model is
-cached (finetune.py) and trained first when missing (about 45 minutes on 2
-cores). Variants: FP32 Keras, the SavedModel round trip, and TFLite float32,
+cached (finetune.py) and trained first when missing (14 minutes on an idle
+2-core machine). Variants: FP32 Keras, the SavedModel round trip, and TFLite float32,
 float16, dynamic-range and int8 (calibrated on 100 dev_mismatched pairs). For each:
 accuracy, the delta against FP32 with a 95% paired-bootstrap interval, size,
 and latency per pair at 1 and 2 threads. Then tf_inspector.quant_debug on the
@@ -43,18 +43,6 @@ def paired_delta(correct_base, correct_other, resamples=2000, seed=0):
     return 100 * d.mean(), 100 * low, 100 * high
 
 
-def latency_ms(run, rows, repeats=1):
-    """Mean milliseconds per pair, one pair per call, after one warm-up call."""
-    from tf_inspector.models.classifier import pad
-    batches = [pad([r]) for r in rows]
-    run(*batches[0])
-    began = time.perf_counter()
-    for _ in range(repeats):
-        for b in batches:
-            run(*b)
-    return 1000 * (time.perf_counter() - began) / (repeats * len(batches))
-
-
 def _as_dict(batch):
     from tf_inspector.models.export import INPUTS
     return dict(zip(INPUTS, batch))
@@ -66,7 +54,7 @@ def run(data_dir, eval_split="dev_matched", recipe=None, limit=None, work_dir=No
     import tensorflow as tf
 
     import tf_inspector
-    from tf_inspector.models import classifier, export, finetune, nli
+    from tf_inspector.models import classifier, export, finetune, latency, nli
 
     recipe = recipe or finetune.Recipe()
     encoder_dir = encoder_dir or finetune.default_encoder_dir()
@@ -138,14 +126,16 @@ def run(data_dir, eval_split="dev_matched", recipe=None, limit=None, work_dir=No
     for name, r in results.items():
         r["delta"], r["ci_low"], r["ci_high"] = paired_delta(base, r["correct"])
 
-    # Latency per pair (batch 1): TF at its default threads, TFLite at 1 and 2.
+    # Latency per pair (batch 1) at 1 and 2 threads: TFLite here, TF in a child process per
+    # thread count (TF fixes its thread pools when it starts).
     sample = rows[:latency_pairs]
-    for name, r in results.items():
-        if name in lite:
-            r["ms_1_thread"] = latency_ms(lite[name].with_threads(1).run, sample)
-            r["ms_2_threads"] = latency_ms(lite[name].with_threads(2).run, sample)
-        else:
-            r["ms_tf_default_threads"] = latency_ms(runners[name], sample)
+    tf_models = {"saved_model": saved_path if "saved_model" in results else None,
+                 "weights": (encoder_dir, os.path.join(info["folder"], "model.weights.h5"))}
+    for threads, key in ((1, "ms_1_thread"), (2, "ms_2_threads")):
+        for name, ms in latency.tf_latency_ms(threads, sample, **tf_models).items():
+            results[name][key] = ms
+        for name in results.keys() & lite.keys():
+            results[name][key] = latency.latency_ms(lite[name].with_threads(threads).run, sample)
 
     debug = None
     if "int8" in results:
@@ -186,11 +176,9 @@ def run(data_dir, eval_split="dev_matched", recipe=None, limit=None, work_dir=No
     _log("%-14s %9s %26s %9s %10s %10s" % ("variant", "accuracy", "delta vs FP32 [95% CI]", "MB",
                                            "ms/pair 1t", "ms/pair 2t"))
     for name, r in results.items():
-        one = r.get("ms_1_thread", r.get("ms_tf_default_threads"))
-        two = r.get("ms_2_threads")
-        _log("%-14s %8.2f%% %+8.2f [%+6.2f, %+6.2f] %9.1f %10.1f %10s" % (
+        _log("%-14s %8.2f%% %+8.2f [%+6.2f, %+6.2f] %9.1f %10.1f %10.1f" % (
             name, 100 * r["accuracy"], r["delta"], r["ci_low"], r["ci_high"], r["size_bytes"] / 1e6,
-            one, "%.1f" % two if two else "(TF)"))
+            r["ms_1_thread"], r["ms_2_threads"]))
     if debug and "recovered" in debug:
         r = debug["recovered"]
         _log("int8 with %s in float, first %d pairs: %.2f%% (%+.2f [%+.2f, %+.2f] vs FP32's %.2f%%; "
