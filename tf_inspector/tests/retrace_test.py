@@ -296,7 +296,8 @@ def test_between_watched_calls_other_functions_go_unrecorded_and_monitor_still_w
     from tf_inspector import tracehooks
     f = tf_inspector.watch(tf.function(_double))
     g = tf.function(lambda x: x + 1.0)
-    f(tf.ones([2]))  # leaves the hooks installed
+    assert tracehooks.installed()  # watch() installs them for good
+    f(tf.ones([2]))
     g(tf.ones([2]))
     g(tf.ones([3]))  # a retrace no recorder listens to
     assert f.trace_count == 1 and float(g(tf.constant(1.0))) == 2.0
@@ -304,7 +305,8 @@ def test_between_watched_calls_other_functions_go_unrecorded_and_monitor_still_w
         g(tf.ones([4]))
         f(tf.ones([5]))
     assert [e.function.rpartition(".")[2] for e in m.events] == ["<lambda>", "_double"]
-    f(tf.ones([6]))  # installs the hooks again after monitor() removed them, once
+    assert tracehooks.installed()  # monitor() leaves them to the watch
+    f(tf.ones([6]))
     assert f.trace_count == 3 and [e.reasons for e in f.events[1:]] == [["shape"], ["shape"]]
     assert tracehooks._original_maybe_define is not tracehooks._patched_maybe_define
 
