@@ -2,9 +2,9 @@
 
     bazel run //tf_inspector:bench_overhead -- [--calls 200] [--rounds 300] [--json FILE]
 
-Times the same traced tf.function three ways, interleaved in short rounds so that load
-on the machine hits all three alike: bare, through watch(), and inside a monitor()
-block. Prints the median microseconds per call of each, and the overhead over bare as
+Times the same traced tf.function three ways, interleaved in short rounds (their order
+rotated round by round) so that load on the machine hits all three alike: bare, through
+watch(), and inside a monitor() block. Prints the median microseconds per call of each, and the overhead over bare as
 the median of the per-round differences (the goal: at most 5 us per call).
 
 A whole call takes hundreds of microseconds, and on a shared machine the paired
@@ -39,12 +39,17 @@ def measure(calls=200, rounds=300, progress=True):
     x = tf.ones([4])
     bare(x)
     watched(x)  # traced once; every timed call reuses the graph
-    times = {"bare": [], "watch": [], "monitor": []}
-    for _ in tqdm(range(rounds), desc="rounds", disable=not progress):
-        times["bare"].append(_per_call_us(bare, x, calls))
-        times["watch"].append(_per_call_us(watched, x, calls))
+    def in_monitor(x):
         with tf_inspector.monitor():
-            times["monitor"].append(_per_call_us(bare, x, calls))
+            return _per_call_us(bare, x, calls)
+
+    ways = {"bare": lambda x: _per_call_us(bare, x, calls),
+            "watch": lambda x: _per_call_us(watched, x, calls), "monitor": in_monitor}
+    times = {k: [] for k in ways}
+    order = list(ways)
+    for r in tqdm(range(rounds), desc="rounds", disable=not progress):
+        for way in order[r % 3:] + order[:r % 3]:  # rotated: no way always runs first
+            times[way].append(ways[way](x))
     medians = {k: statistics.median(v) for k, v in times.items()}
     overhead = {k: statistics.median(a - b for a, b in zip(times[k], times["bare"]))
                 for k in ("watch", "monitor")}
