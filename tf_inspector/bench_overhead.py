@@ -4,8 +4,9 @@
 
 Times the same traced tf.function three ways, interleaved in short rounds (their order
 rotated round by round) so that load on the machine hits all three alike: bare, through
-watch(), and inside a monitor() block. Prints the median microseconds per call of each, and the overhead over bare as
-the median of the per-round differences (the goal: at most 5 us per call).
+watch(), and inside a monitor() block. Prints the median microseconds per call of each,
+and the overhead over bare as the median of the per-round differences (the goal: at most
+5 us per call).
 
 A whole call takes hundreds of microseconds, and on a shared machine the paired
 differences scatter by tens: so watch()'s own code is also timed apart (own_cost), each
@@ -48,7 +49,8 @@ def measure(calls=200, rounds=300, progress=True):
     times = {k: [] for k in ways}
     order = list(ways)
     for r in tqdm(range(rounds), desc="rounds", disable=not progress):
-        for way in order[r % 3:] + order[:r % 3]:  # rotated: no way always runs first
+        shift = r % len(order)
+        for way in order[shift:] + order[:shift]:  # rotated: no way always runs first
             times[way].append(ways[way](x))
     medians = {k: statistics.median(v) for k, v in times.items()}
     overhead = {k: statistics.median(a - b for a, b in zip(times[k], times["bare"]))
