@@ -66,14 +66,17 @@ class _Plain:
     """What watch() wraps as it wraps a tf.function, doing nothing."""
     python_function = staticmethod(lambda x: x)
 
+    def __init__(self):
+        self._function_cache = object()  # the key watch() registers its recorder under
+
     def __call__(self, x):
         return x
 
 
 class _Grab(retrace.Recorder):
-    """Keeps the tracing options of the calls it sees, recording nothing."""
+    """Keeps the tracing options of the calls it hears."""
 
-    def state_for(self, tracing_options):
+    def before_call(self, tracing_options):
         self.options = tracing_options
 
 
@@ -91,15 +94,15 @@ def own_cost(number=100000, repeat=7):
         tf.function(lambda x: x + 1.0)(x)
     noop, hook = (lambda args, kwargs, options: None), tracehooks._patched_maybe_define
     saved, tracehooks._original_maybe_define = tracehooks._original_maybe_define, noop
-    recorder = retrace.Recorder()
+    recorder, cache = retrace.Recorder(), grab.options.function_cache
     try:
         base = best(lambda: noop((x,), {}, grab.options))
         idle = best(lambda: hook((x,), {}, grab.options)) - base
-        tracehooks.active.append(recorder)
+        tracehooks.watch_cache(cache, recorder)
         try:
             listening = best(lambda: hook((x,), {}, grab.options)) - base
         finally:
-            tracehooks.active.remove(recorder)
+            tracehooks.unwatch_cache(cache, recorder)
     finally:
         tracehooks._original_maybe_define = saved
     return {"wrapper_us": wrapper, "hook_us": listening, "idle_hook_us": idle,

@@ -1,10 +1,12 @@
 """TF's tracing entry points, wrapped while a recorder listens (see retrace.py) and, once a
-watch() exists, for good (passing straight through while no recorder listens).
+watch() exists, for good (passing straight through for functions nobody records).
 
 tracing_compilation._maybe_define_function runs on every call of every tf.function;
-_create_concrete_function only when TF traces. The first counts the call (one dictionary
-lookup per recorder); the second describes the arguments and the calling context, and
-watches the trace for side effects.
+_create_concrete_function only when TF traces. The first counts the call; the second
+describes the arguments and the calling context, and watches the trace for side effects.
+Two kinds of listener: `active`, the monitor() blocks, hear every function; `watched`
+maps one tf.function's trace cache to the watch() recorders that hear that function only,
+whoever calls it (so a watched call runs no code of watch()'s own before TF's).
 """
 
 import builtins
@@ -57,19 +59,41 @@ def is_simple(value):
     return isinstance(value, (int, float, complex, str, bytes, bool)) and not callable(value)
 
 
-active = []  # recorders, innermost last
+active = []  # monitor() recorders, innermost last
+watched = {}  # a tf.function's FunctionCache -> its watch() recorders
 _originals = {}
 _original_maybe_define = _tc._maybe_define_function  # read on every call: a global, not a dict
 
 
 def _patched_maybe_define(args, kwargs, tracing_options):
     # Every call of every tf.function comes here: it stays as short as a loop over the
-    # listening recorders (none between watch()ed calls). In TF's call path each Python or C
-    # call costs about 0.4 us (its ~500 calls take ~200 us), so the arguments are not kept
-    # per call: a trace finds them in this frame (_traced_call).
+    # monitors and one dictionary lookup. In TF's call path each Python or C call costs
+    # about 0.4 us (its ~500 calls take ~200 us), so the arguments are not kept per call:
+    # a trace finds them in this frame (_traced_call).
     for recorder in active:
         recorder.before_call(tracing_options)
+    for recorder in watched.get(tracing_options.function_cache, ()):
+        recorder.before_call(tracing_options)
     return _original_maybe_define(args, kwargs, tracing_options)
+
+
+def listeners(tracing_options):
+    """The recorders that hear this function: every monitor, and its own watches."""
+    return active + watched.get(tracing_options.function_cache, [])
+
+
+def watch_cache(cache, recorder):
+    """Makes recorder hear every call of the tf.function whose trace cache is `cache`."""
+    keep()
+    watched.setdefault(cache, []).append(recorder)
+
+
+def unwatch_cache(cache, recorder):
+    recorders = watched.get(cache, [])
+    if recorder in recorders:
+        recorders.remove(recorder)
+    if not recorders:
+        watched.pop(cache, None)
 
 
 def _traced_call():
@@ -86,8 +110,8 @@ def _patched_create(function_type, type_context, func_graph, tracing_options):
     if traced is None:  # not a call through the hook: nothing to record it against
         return create(function_type, type_context, func_graph, tracing_options)
     args, kwargs = traced
-    states = [(r, s, s.pending) for r in active
-              for s in [r.state_for(tracing_options)] if s is not None]
+    states = [(r, s, s.pending) for r in listeners(tracing_options)
+              for s in [r.state_for(tracing_options)]]
     fn = python_function(tracing_options)
     code = getattr(fn, "__code__", None)
     if code is not None and code.co_name == "initialize_variables" and userframes.is_library(
@@ -142,9 +166,9 @@ def installed():
 
 
 def keep():
-    """Installs the hooks for good: watch() calls this once, so that its calls only push their
-    recorder (a check per call would cost one more call). Every tf.function call in the
-    process then passes the idle hook (about 1 us in a 300-400 us call on an AMD EPYC)."""
+    """Installs the hooks for good (a watch() hears its function's calls without wrapping
+    them). Every tf.function call in the process then passes the hook: a loop over no
+    monitors and one dictionary lookup."""
     global _kept
     _kept = True
     install()

@@ -1,6 +1,7 @@
 """watch and monitor: every retrace trigger and warning, with its reason and fix."""
 
 import copy
+import gc
 import pickle
 
 import keras
@@ -287,9 +288,31 @@ def test_watch_objects_copy_and_pickle():
         tf_inspector.watch.__new__(tf_inspector.watch).get_concrete_function  # not RecursionError
     f = tf_inspector.watch(tf.function(_double))
     f(tf.ones([2]))
-    for clone in (copy.copy(f), copy.deepcopy(f), pickle.loads(pickle.dumps(f))):
+    copies = [copy.copy(f), copy.deepcopy(f)]
+    unpickled = pickle.loads(pickle.dumps(f))
+    for clone in copies + [unpickled]:
         assert clone.trace_count == 1 and clone.events[0].reasons == ["initial"]
-        assert float(clone(tf.constant(2.0))) == 4.0
+    assert float(copies[0](tf.constant(2.0))) == 4.0  # the copies share f's tf.function ...
+    assert [len(w.events) for w in [f] + copies] == [2, 2, 2]  # ... so all three hear it
+    assert copies[1].events[1] is not f.events[1]  # in lists of their own
+    assert float(unpickled(tf.constant(2.0))) == 4.0  # a tf.function of its own, untraced
+    assert f.trace_count == 2 and [e.reasons for e in unpickled.events] == [["initial"]] * 2
+
+
+def test_watch_hears_direct_calls_and_stops_when_dropped():
+    from tf_inspector import tracehooks
+    fn = tf.function(_double)
+    f = tf_inspector.watch(fn)
+    fn(tf.ones([2]))  # not through the watch: TF's trace cache is the same
+    f(tf.ones([3]))
+    assert [e.reasons for e in f.events] == [["initial"], ["shape"]]
+    assert f.events[1].changes[0].before == "float32[2]"
+    cache = fn._function_cache
+    assert tracehooks.watched[cache] == [f._recorder]
+    del f
+    gc.collect()
+    assert cache not in tracehooks.watched  # nothing listens to fn any more
+    fn(tf.ones([4]))
 
 
 def test_between_watched_calls_other_functions_go_unrecorded_and_monitor_still_works():
