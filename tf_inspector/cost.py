@@ -1,6 +1,9 @@
 """A cost estimate per graph node: floating-point operations and bytes moved.
 
-FLOPs count a multiply-add as 2. Bytes moved are the sizes of the node's
+FLOPs count a multiply-add as 2, and agree with TensorFlow's own registered statistics
+(ops.get_stats_for_node_def) wherever TF has one, except by design: a transcendental
+counts more than one (Log 4, Rsqrt 4, Pow 8: TF counts 1, 2, 1), and a reduction one per
+input element (TF: one fewer per output element, Mean excepted). Bytes moved are the sizes of the node's
 inputs and outputs (what it must read and write at least). An op type with no
 rule here is reported as unknown (None), never guessed; structural ops
 (constants, identities, reshapes, placeholders) cost nothing.
@@ -26,7 +29,7 @@ ELEMENTWISE = {
     "Cast": 1, "Less": 1, "LessEqual": 1, "Greater": 1, "GreaterEqual": 1, "Equal": 1, "NotEqual": 1,
     "LogicalAnd": 1, "LogicalOr": 1, "LogicalNot": 1, "Select": 1, "SelectV2": 1, "FloorMod": 1,
     "FloorDiv": 1, "Floor": 1, "Ceil": 1, "Round": 1, "Sign": 1, "ClipByValue": 2,
-    "Softmax": 5, "LogSoftmax": 5, "WarpSoftmax": 5, "AddN": 1,
+    "Softmax": 5, "LogSoftmax": 5, "WarpSoftmax": 5,
 }
 REDUCTIONS = {"Sum", "Mean", "Max", "Min", "Prod", "ArgMax", "ArgMin", "All", "Any"}
 # Data movement: no arithmetic, but bytes.
@@ -65,6 +68,9 @@ def estimate(op_type, inputs, outputs, attrs):
     if op_type in ELEMENTWISE:
         n = _numel(out_shape)
         return (None if n is None else ELEMENTWISE[op_type] * n), moved
+    if op_type == "AddN":  # k inputs: k - 1 additions per element
+        n = _numel(out_shape)
+        return (None if n is None else max(len(inputs) - 1, 0) * n), moved
     if op_type in REDUCTIONS:
         n = _numel(inputs[0][0]) if inputs else None
         return n, moved
