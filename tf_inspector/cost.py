@@ -3,9 +3,9 @@
 FLOPs count a multiply-add as 2, and agree with TensorFlow's own registered statistics
 (ops.get_stats_for_node_def) wherever TF has one, except by design: a transcendental
 counts more than one (Log 4, Rsqrt 4, Pow 8: TF counts 1, 2, 1), and a reduction one per
-input element (TF: one fewer per output element, Mean excepted). Bytes moved are the sizes of the node's
-inputs and outputs (what it must read and write at least). An op type with no
-rule here is reported as unknown (None), never guessed; structural ops
+input element (TF: one fewer per output element, Mean excepted). Bytes moved are the
+sizes of the node's inputs and outputs (what it must read and write at least). An op
+type with no rule here is reported as unknown (None), never guessed; structural ops
 (constants, identities, reshapes, placeholders) cost nothing.
 """
 
