@@ -45,7 +45,7 @@ def _conj(value):
     """conj(value), recorded (for complex gradients); real values are returned as they are."""
     if value.__class__ is Tensor:
         return Conj.apply(value) if value.data.dtype.kind == "c" else value
-    return np.conj(value) if isinstance(value, complex) else value
+    return np.conj(value) if np.iscomplexobj(value) else value
 
 
 class _Binary(Function):
@@ -141,7 +141,7 @@ class Pow(_Binary):
 
 def pow_da(a, b):
     """d(a**b)/da: b * a**(b-1), and 0 where b == 0 (even at a == 0)."""
-    if b.__class__ is not Tensor:
+    if b.__class__ is not Tensor and np.ndim(b) == 0:
         return b * a ** (b - 1) if b != 0 else a * 0
     return Where.apply(Compare.apply(np.not_equal, b, 0), b * a ** (b - 1), 0)
 

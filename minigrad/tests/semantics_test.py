@@ -167,6 +167,24 @@ def test_complex_vector_jacobian_products_are_conjugated_like_torch(name):
         np.testing.assert_allclose(m, t, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("constant", ["array", "complex64 scalar", "python complex"])
+@pytest.mark.parametrize("name", ["mul", "div", "pow", "matmul"])
+def test_complex_constants_are_conjugated_in_gradients_like_torch(name, constant):
+    # A plain array or number on one side (not a Tensor) still enters the gradient conjugated.
+    fn = COMPLEX_CASES[name]
+    rng = np.random.default_rng(2)
+    a = rng.normal(size=(3, 3)) + 1j * rng.normal(size=(3, 3))
+    b = {"array": rng.normal(size=(3, 3)) + 1j * rng.normal(size=(3, 3)),
+         "complex64 scalar": np.complex64(0.5 - 1.5j), "python complex": 0.5 - 1.5j}[constant]
+    if name == "matmul" and np.ndim(b) == 0:
+        pytest.skip("matmul needs an operand with dimensions")
+    g = rng.normal(size=(3, 3)) + 1j * rng.normal(size=(3, 3))
+    x, tx = minigrad.Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    fn(x, b).backward(minigrad.Tensor(g))
+    fn(tx, torch.tensor(b) if np.ndim(b) else complex(b)).backward(torch.tensor(g))
+    np.testing.assert_allclose(x.grad.data, tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
 def test_complex_loss_needs_an_explicit_gradient_like_torch():
     x = minigrad.Tensor(np.array([1 + 1j]), requires_grad=True)
     with pytest.raises(RuntimeError, match="real scalar outputs"):
@@ -184,6 +202,15 @@ def test_softmax_of_a_0d_tensor_is_one_like_torch():
     assert x.sum(0).item() == 3.0 and x.max(-1, keepdim=True).shape == ()
     with pytest.raises(IndexError, match=r"softmax: dim 1 is out of range for a tensor of shape \(\)"):
         F.softmax(x, 1)
+
+
+def test_pow_with_an_array_exponent_has_torchs_gradient():
+    base = np.array([0.0, 2.0, 3.0, 0.5])
+    exponent = np.array([0.0, 2.0, 0.0, -1.5])  # b == 0 entries: gradient 0, even at a == 0
+    x, tx = minigrad.Tensor(base, requires_grad=True), torch.tensor(base, requires_grad=True)
+    (x ** exponent).sum().backward()
+    (tx ** torch.tensor(exponent)).sum().backward()
+    np.testing.assert_allclose(x.grad.data, tx.grad.numpy(), rtol=1e-12)
 
 
 def test_integer_to_negative_power_is_a_clear_error_like_torch():
