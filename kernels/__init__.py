@@ -23,7 +23,9 @@ _LAZY = {name: "kernels.ops" for name in
 
 def __getattr__(name):
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # later lookups skip this hook (an import_module call: ~6 us)
+        return value
     raise AttributeError("module 'kernels' has no attribute %r" % name)
 
 
