@@ -38,10 +38,13 @@ def _result_dtype(a, b):
 
 
 def _operands(a, b):
-    """The two operands' arrays, cast to their common dtype when both are arrays."""
+    """The two operands' arrays, cast to their common dtype when both are arrays. A boolean
+    one is left as it is: NumPy promotes it exactly as torch does (to the other's dtype), in
+    the ufunc's loop, without a cast copy (a gradient times a mask is the common case)."""
     x = a.data if a.__class__ is Tensor else a
     y = b.data if b.__class__ is Tensor else b
-    if (x.__class__ is np.ndarray and y.__class__ is np.ndarray and x.dtype != y.dtype):
+    if (x.__class__ is np.ndarray and y.__class__ is np.ndarray and x.dtype != y.dtype
+            and x.dtype.kind != "b" and y.dtype.kind != "b"):
         dtype = _result_dtype(x, y)
         x, y = x.astype(dtype, copy=False), y.astype(dtype, copy=False)
     return x, y

@@ -21,6 +21,12 @@ PAIRS = [
     ("int32", (3,), "float64", ()),
     ("int32", (3,), "int64", ()),
     ("bool", (3,), "int32", (3,)),
+    # A bool operand is not cast (NumPy promotes it in the loop): each case torch has.
+    ("bool", (3,), "float32", ()),
+    ("bool", (), "float16", (3,)),
+    ("float32", (3,), "bool", (3,)),
+    ("bool", (3,), "int64", ()),
+    ("bool", (3,), "complex64", ()),
     ("uint8", (3,), "int8", (3,)),
     ("float64", (), "float32", ()),
     ("float32", (3,), "complex128", ()),
@@ -44,7 +50,7 @@ def _same_as_torch(op, a, b, ta, tb):
 
 def _array(dtype, shape, seed):
     values = np.random.default_rng(seed).uniform(1, 3, shape)
-    return (values > 2 if dtype == "bool" else values).astype(dtype)
+    return np.asarray(values > 2 if dtype == "bool" else values).astype(dtype)
 
 
 @pytest.mark.parametrize("op", sorted(BINARY))
