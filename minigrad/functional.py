@@ -14,6 +14,7 @@ import numpy as np
 from kernels import dims
 from minigrad import ops
 from minigrad.function import Function
+from minigrad.grad_mode import _State
 from minigrad.tensor import Tensor
 
 try:  # warp_softmax's C++ kernels, when the kernels package is built (its pybind11 module)
@@ -45,11 +46,6 @@ def _softmax(x, axis):
 
 
 _KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def _softmax_parts(x):
-    e = np.exp(x - x.max(axis=1, keepdims=True))
-    return e, e.sum(axis=1, keepdims=True)
 
 
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -145,22 +141,18 @@ class CrossEntropy(Function):
         target = target.data if isinstance(target, Tensor) else target
         check_target(x.shape, target)
         n = x.shape[0]
-        # Only the target entries of log_softmax are needed: log(sum exp) - shifted[target].
-        shifted = x - x.max(axis=1, keepdims=True)
-        e = np.exp(shifted)
-        total = e.sum(axis=1, keepdims=True)
-        rows = np.arange(n)
-        ctx.target, ctx.softmax_parts = target, (e, total)
+        # One pass of the log_softmax kernel; backward's softmax is its exp.
+        ctx.log_probs = log_probs = _log_softmax(x, 1)
         ctx.save_for_backward(logits)
         # An empty batch gives nan, as in torch.
-        loss = (np.log(total[:, 0]) - shifted[rows, target]).sum() / n if n else np.nan
+        loss = -log_probs[np.arange(n), target].sum() / n if n else np.nan
         return Tensor._wrap(np.asarray(loss, dtype=x.dtype))
 
     @staticmethod
     def backward(ctx, grad):
         (logits,) = ctx.saved_tensors
         # The target as it came (a Tensor stays one: a trace sees it as an input).
-        return CrossEntropyGrad.apply(logits, ctx.inputs[1], grad, ctx.softmax_parts), None
+        return CrossEntropyGrad.apply(logits, ctx.inputs[1], grad, ctx.log_probs), None
 
 
 class CrossEntropyGrad(Function):
@@ -168,13 +160,13 @@ class CrossEntropyGrad(Function):
     node, whose own backward (through softmax and grad) gives second derivatives."""
 
     @staticmethod
-    def forward(ctx, logits, target, grad, softmax_parts=None):
-        # softmax_parts: (exp(x - max), its row sums) from CrossEntropy's forward, if at hand.
-        e, total = softmax_parts if softmax_parts is not None else _softmax_parts(logits.data)
-        n = e.shape[0]
-        out = e / total
-        out[np.arange(n), _data(target)] -= 1
-        out *= grad.data / n
+    def forward(ctx, logits, target, grad, log_probs=None):
+        # log_probs: log_softmax(logits) from CrossEntropy's forward, if at hand.
+        out = np.exp(log_probs) if log_probs is not None else _softmax(_floating(logits), 1)
+        n = out.shape[0]
+        if n:  # (an empty batch's gradient is empty)
+            out[np.arange(n), _data(target)] -= 1
+            out *= grad.data / n
         return Tensor._wrap(out)
 
     @staticmethod
@@ -214,16 +206,27 @@ class Linear(Function):
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
         bias = ctx.inputs[2]
-        # Direct Function calls: this runs once per layer per step, where overhead counts.
-        gx = ops.MatMul.apply(grad, ops._conj(weight)) if x.requires_grad else None
-        gw = gb = None
-        if weight.requires_grad:
-            g2 = grad if grad.ndim == 2 else ops.Reshape.apply(grad, (-1, grad.shape[-1]))
-            x2 = x if x.ndim == 2 else ops.Reshape.apply(x, (-1, x.shape[-1]))
-            gw = ops.MatMul.apply(ops.Permute.apply(g2, (1, 0)), ops._conj(x2))
-        if bias is not None and bias.requires_grad:
-            gb = ops.Sum.apply(grad, tuple(range(grad.ndim - 1))) if grad.ndim > 1 else grad
-        return gx, gw, gb
+        needs = x.requires_grad, weight.requires_grad, bias is not None and bias.requires_grad
+        if _State.enabled or _State.transforms:  # recorded, or seen by a transform: on Tensors
+            return _linear_vjp(grad, x, weight, *needs)
+        # Nothing records (a first-order backward): the same rule on the arrays, without six
+        # recorded operations' bookkeeping; this runs once per layer per training step.
+        return tuple(g if g is None else Tensor._wrap(g)
+                     for g in _linear_vjp(grad.data, x.data, weight.data, *needs))
+
+
+def _linear_vjp(grad, x, weight, need_x, need_weight, need_bias):
+    """Linear's gradients, in operators that ndarrays and Tensors share (so one rule serves
+    both: see Linear.backward)."""
+    gx = grad @ ops._conj(weight) if need_x else None
+    gw = gb = None
+    if need_weight:
+        g2 = grad if grad.ndim == 2 else grad.reshape(-1, grad.shape[-1])
+        x2 = x if x.ndim == 2 else x.reshape(-1, x.shape[-1])
+        gw = g2.T @ ops._conj(x2)
+    if need_bias:
+        gb = grad.sum(tuple(range(grad.ndim - 1))) if grad.ndim > 1 else grad
+    return gx, gw, gb
 
 
 def linear(x, weight, bias=None):

@@ -45,6 +45,8 @@ def _conj(value):
     """conj(value), recorded (for complex gradients); real values are returned as they are."""
     if value.__class__ is Tensor:
         return Conj.apply(value) if value.data.dtype.kind == "c" else value
+    if value.__class__ is np.ndarray:  # (array-level gradient rules: no Python-level call)
+        return value.conj() if value.dtype.kind == "c" else value
     return np.conj(value) if np.iscomplexobj(value) else value
 
 

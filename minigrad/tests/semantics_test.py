@@ -106,6 +106,16 @@ def _grad_of(fn, a, lib):
     return x.grad.data
 
 
+def test_cross_entropy_of_an_empty_batch_is_nan_with_an_empty_gradient_like_torch():
+    x, tx = minigrad.Tensor(np.zeros((0, 3)), requires_grad=True), torch.zeros((0, 3), requires_grad=True)
+    loss, tloss = F.cross_entropy(x, np.zeros(0, int)), torch.nn.functional.cross_entropy(
+        tx, torch.zeros(0, dtype=torch.long))
+    assert np.isnan(loss.item()) and np.isnan(tloss.item())
+    loss.backward()
+    tloss.backward()
+    assert x.grad.shape == tuple(tx.grad.shape) == (0, 3)
+
+
 def test_pow_zero_gradient_at_zero_is_zero_like_torch():
     a = np.array([0.0, 2.0, -1.0])
     for fn in (lambda x: (x ** 0).sum(), lambda x: (x ** 0.0).sum()):
