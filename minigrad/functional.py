@@ -3,8 +3,8 @@
 softmax, log_softmax and cross_entropy are fused Functions: one node each in
 the graph, numerically stable (the row maximum is subtracted before exp), with
 gradient rules written in Tensor operations so they differentiate again.
-softmax and log_softmax run warp_softmax's C++ kernel (kernels package) for
-float32/float64 when it is built, and NumPy otherwise. Integer or boolean inputs
+softmax, log_softmax and cross_entropy run warp_softmax's C++ kernel (kernels
+package) for float32/float64 when it is built, and NumPy otherwise. Integer or boolean inputs
 are promoted to float64, minigrad's default float dtype (torch promotes to its own
 default; a loss of integer logits is not rounded to an integer).
 """
