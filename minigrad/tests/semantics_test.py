@@ -177,6 +177,20 @@ def test_complex_vector_jacobian_products_are_conjugated_like_torch(name):
         np.testing.assert_allclose(m, t, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("create_graph", [False, True], ids=["on arrays", "recorded"])
+def test_complex_linear_gradients_are_conjugated_like_torch(create_graph):
+    # linear's rule runs on arrays in a plain backward and on Tensors under create_graph.
+    rng = np.random.default_rng(3)
+    c = lambda *shape: rng.normal(size=shape) + 1j * rng.normal(size=shape)
+    x, w, b, g = c(4, 3), c(2, 3), c(2), c(4, 2)
+    mine = [minigrad.Tensor(v, requires_grad=True) for v in (x, w, b)]
+    theirs = [torch.tensor(v, requires_grad=True) for v in (x, w, b)]
+    F.linear(*mine).backward(minigrad.Tensor(g), create_graph=create_graph)
+    torch.nn.functional.linear(*theirs).backward(torch.tensor(g))
+    for m, t in zip(mine, theirs):
+        np.testing.assert_allclose(m.grad.data, t.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.parametrize("constant", ["array", "complex64 scalar", "python complex"])
 @pytest.mark.parametrize("name", ["mul", "div", "pow", "matmul"])
 def test_complex_constants_are_conjugated_in_gradients_like_torch(name, constant):
