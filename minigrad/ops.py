@@ -445,8 +445,8 @@ class Log(Function):
 
 
 class ReLU(_OfOutput):
-    # A zero of x's dtype: converting a Python 0 costs NumPy more than the maximum itself
-    # at a batch of 64 (8.9 against 5.4 us for 64x128 float32).
+    # A zero of x's dtype: NumPy's conversion of a Python 0 added 3.5 us a call, two thirds
+    # of the maximum's own time at a batch of 64 (8.9 against 5.4 us for 64x128 float32).
     fn = staticmethod(lambda x: np.maximum(x, x.dtype.type(0)))
 
     @staticmethod
