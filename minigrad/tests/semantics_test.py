@@ -107,7 +107,8 @@ def _grad_of(fn, a, lib):
 
 
 def test_cross_entropy_of_an_empty_batch_is_nan_with_an_empty_gradient_like_torch():
-    x, tx = minigrad.Tensor(np.zeros((0, 3)), requires_grad=True), torch.zeros((0, 3), requires_grad=True)
+    x = minigrad.Tensor(np.zeros((0, 3)), requires_grad=True)
+    tx = torch.zeros((0, 3), requires_grad=True)
     loss, tloss = F.cross_entropy(x, np.zeros(0, int)), torch.nn.functional.cross_entropy(
         tx, torch.zeros(0, dtype=torch.long))
     assert np.isnan(loss.item()) and np.isnan(tloss.item())
