@@ -27,15 +27,17 @@ def flatten(tree):
 
 
 def unflatten(spec, leaves):
-    it = iter(leaves)
+    return _build(spec, iter(leaves))
 
-    def build(s):
-        if s is None:
-            return next(it)
-        if s[0] is dict:
-            return dict(zip(s[1], build(s[2])))
-        return s[0](build(child) for child in s[1])
-    return build(spec)
+
+def _build(spec, leaves):
+    # A module function, not a closure over itself: a self-referencing closure is a reference
+    # cycle that would keep every leaf (a jit call's output buffers) alive until the next GC.
+    if spec is None:
+        return next(leaves)
+    if spec[0] is dict:
+        return dict(zip(spec[1], _build(spec[2], leaves)))
+    return spec[0](_build(child, leaves) for child in spec[1])
 
 
 def as_tensor(value):
