@@ -139,7 +139,12 @@ def load(text, in_types, out_types):
     jax.config.update("jax_enable_x64", True)  # float64 and int64 programs keep their dtypes
     client = _cpu_client()
     device = client.devices()[0]
-    executable = client.compile_and_load(text, [device], backend.get_compile_options(1, 1))
+    options = backend.get_compile_options(1, 1)
+    # XLA hands dots and reductions to YNNPACK fusions by default; XLA's own dot and loop
+    # fusions ran the digits MLP's step 19% faster at batch 1347 (median execute 940 vs
+    # 1157 us, AMD EPYC AVX2, one thread) and as fast at batch 64.
+    options.env_option_overrides = [("xla_cpu_experimental_ynn_fusion_type", "")]
+    executable = client.compile_and_load(text, [device], options)
     in_types = [(tuple(s), np.dtype(d)) for s, d in in_types]
     sharding, devices = SingleDeviceSharding(device), [device]
     avals = [core.ShapedArray(s, d) for s, d in in_types]
