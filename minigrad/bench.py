@@ -161,6 +161,8 @@ def _batch(batch, hidden):
 
 def measure(steps, rounds, round_seconds, progress, clock=time.perf_counter):
     """Median seconds (by `clock`) per call of each function in `steps`, over interleaved rounds."""
+    for step in steps.values():
+        step()  # the first call compiles the jit step: counted below, it would size that round to 5 steps
     counts = {name: max(5, time_steps(step, round_seconds)) for name, step in steps.items()}  # warm-up
     times = {name: [] for name in steps}
     for _ in range(rounds):
