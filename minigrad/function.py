@@ -19,6 +19,8 @@ recorded only under create_graph. The `ctx` is the graph node: an instance of
 the Function subclass that becomes the output's `grad_fn`.
 """
 
+import weakref
+
 from minigrad.grad_mode import _State
 from minigrad.tensor import Tensor
 
@@ -35,6 +37,7 @@ class Function:
     _saved = ()
     _versions = ()
     _freed = False
+    _output_saved = False  # whether _saved holds the node's own output (a _SavedOutput)
     _recording = False
 
     @staticmethod
@@ -71,6 +74,11 @@ class Function:
             ctx.inputs = args
             out._requires_grad = True  # an operation's output: floating point, no checks needed
             out.grad_fn = ctx
+            for t in ctx._saved:
+                if t is out:
+                    ctx._saved = tuple(_SavedOutput(t) if t is out else t for t in ctx._saved)
+                    ctx._output_saved = True
+                    break
         return out
 
     def save_for_backward(self, *tensors):
@@ -84,14 +92,17 @@ class Function:
     def saved_tensors(self):
         if self._freed:
             raise RuntimeError(FREED_MESSAGE)
-        for t, version in zip(self._saved, self._versions):
+        saved = self._saved
+        if self._output_saved:
+            saved = tuple(t.unpack(self) if t.__class__ is _SavedOutput else t for t in saved)
+        for t, version in zip(saved, self._versions):
             if t._version[0] != version:
                 raise RuntimeError(
                     "one of the tensors needed for gradient computation was modified by an in-place "
                     "operation: a saved tensor of shape %s used by %s is at version %d, expected "
                     "version %d. Make the change out of place, or after backward()."
                     % (tuple(t.shape), type(self).__name__, t._version[0], version))
-        return self._saved
+        return saved
 
     @property
     def needs_input_grad(self):
@@ -107,3 +118,23 @@ class Function:
     def __repr__(self):
         return "<%sBackward>" % type(self).__name__
 
+
+class _SavedOutput:
+    """A node's own output, saved for its backward. Held strongly it would close a cycle
+    (output -> grad_fn -> node -> output) that only the garbage collector frees: under a
+    retained graph (func.grad, vjp, vmap) every call's arrays would wait for a collection.
+    As torch's SavedVariable does, the node holds it weakly, and its data to rebuild it."""
+
+    __slots__ = ("ref", "data", "version")
+
+    def __init__(self, out):
+        self.ref = weakref.ref(out)
+        self.data, self.version = out.data, out._version
+
+    def unpack(self, node):
+        out = self.ref()
+        if out is None:  # dropped by everything else: only the node can still reach its output
+            out = Tensor._wrap(self.data, self.version)
+            out._requires_grad = True
+            out.grad_fn = node
+        return out

@@ -138,6 +138,21 @@ def test_data_changed_in_place_after_being_saved_is_an_error_not_a_wrong_gradien
         y.backward()
 
 
+def test_an_output_saved_for_backward_outlives_its_tensor_with_its_version_check():
+    """A node holds its own saved output weakly (a strong hold is a reference cycle): dropped
+    by everything else, it is rebuilt from its data, still tied to the node and its version."""
+    x = leaf(3)
+    y = x.exp()
+    node, view = y.grad_fn, y.detach()  # the view shares y's memory and version counter
+    del y
+    (out,) = node.saved_tensors
+    assert out.grad_fn is node and out.requires_grad
+    np.testing.assert_array_equal(out.data, np.exp(x.data))
+    view.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        node.saved_tensors
+
+
 def test_in_place_update_of_a_leaf_outside_no_grad_is_refused():
     w = leaf(3)
     with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
