@@ -14,8 +14,8 @@ NumPy step is the floor for any NumPy engine: the same arithmetic with no
 graph at all. --threads caps the BLAS, torch and XLA thread pools (default 1:
 on a shared 2-core machine, spinning thread pools measure the load, not the code).
 --clock cpu times the process's CPU time instead of the wall clock: on a machine that
-other jobs share, it leaves out the time the process waited for a core (the jit step
-runs XLA on the calling thread, so its CPU time is all of its work).
+other jobs share, it leaves out the time the process waited for a core (it counts every
+thread of the process, so XLA's worker threads are in the jit step's time).
 """
 
 import argparse

@@ -111,9 +111,10 @@ _client = []  # the synchronous XLA CPU client, made on first use
 
 
 def _cpu_client():
-    """An XLA CPU client of minigrad's own that runs each program on the calling thread: jax's
-    default client hands every call to a worker thread, and waiting for that thread (on a
-    busy machine, for the scheduler) costs more than a small program takes."""
+    """A synchronous XLA CPU client of minigrad's own: a call returns when the program is done.
+    jax's default client queues every call for a worker thread and returns a future, and on a
+    busy machine the extra hand-offs cost more than a small program takes. (XLA's thunk
+    executor still runs much of a program on its own worker pool.)"""
     if not _client:
         from jax._src.lib import xla_client
         _client.append(xla_client.make_cpu_client(asynchronous=False))
