@@ -27,8 +27,20 @@ def _data(value):
     return value.data if isinstance(value, Tensor) else value
 
 
+def _check_tensor(op, name, value):
+    """torch.nn.functional takes Tensors only; an ndarray would otherwise fail deep inside the
+    operation (an ndarray's .data is a buffer, not the array) with no word about the cause."""
+    if not isinstance(value, Tensor):
+        kind = type(value)
+        kind = kind.__name__ if kind.__module__ == "builtins" else "%s.%s" % (kind.__module__,
+                                                                               kind.__name__)
+        raise TypeError("%s: %s must be a minigrad Tensor, got %s; wrap it: minigrad.Tensor(...)"
+                        % (op, name, kind))
+    return value
+
+
 def relu(x):
-    return ops.ReLU.apply(x)
+    return ops.ReLU.apply(_check_tensor("relu", "input", x))
 
 
 def _log_softmax(x, axis):
@@ -107,11 +119,11 @@ class LogSoftmax(_RowwiseSoftmax):
 
 
 def softmax(x, dim=-1):
-    return Softmax.apply(x, dim)
+    return Softmax.apply(_check_tensor("softmax", "input", x), dim)
 
 
 def log_softmax(x, dim=-1):
-    return LogSoftmax.apply(x, dim)
+    return LogSoftmax.apply(_check_tensor("log_softmax", "input", x), dim)
 
 
 def check_target(shape, target):
@@ -184,7 +196,8 @@ class CrossEntropyGrad(Function):
 def cross_entropy(logits, target):
     """Mean cross-entropy of `logits` (batch, classes) against integer `target` (batch,)."""
     # A Tensor target is passed on as it is, so that vmap sees whether it is batched.
-    return CrossEntropy.apply(logits, target if isinstance(target, Tensor) else np.asarray(target))
+    return CrossEntropy.apply(_check_tensor("cross_entropy", "input", logits),
+                              target if isinstance(target, Tensor) else np.asarray(target))
 
 
 class Linear(Function):
@@ -231,4 +244,8 @@ def _linear_vjp(grad, x, weight, need_x, need_weight, need_bias):
 
 def linear(x, weight, bias=None):
     """x @ weight.T + bias, with weight of shape (out_features, in_features)."""
+    _check_tensor("linear", "input", x)
+    _check_tensor("linear", "weight", weight)
+    if bias is not None:
+        _check_tensor("linear", "bias", bias)
     return Linear.apply(x, weight, bias)

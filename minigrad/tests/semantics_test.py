@@ -265,6 +265,23 @@ def test_bad_dims_are_clear_errors_naming_the_op_shape_and_fix():
         minigrad.Tensor([1j]).max()
 
 
+@pytest.mark.parametrize("op,arg,call", [
+    ("relu", "input", lambda a, w: F.relu(a)),
+    ("softmax", "input", lambda a, w: F.softmax(a)),
+    ("log_softmax", "input", lambda a, w: F.log_softmax(a)),
+    ("cross_entropy", "input", lambda a, w: F.cross_entropy(a, [0, 1])),
+    ("linear", "input", lambda a, w: F.linear(a, w)),
+    ("linear", "weight", lambda a, w: F.linear(w, a)),
+    ("linear", "bias", lambda a, w: F.linear(w, w, a[0]))])
+def test_an_ndarray_given_to_a_functional_is_a_clear_type_error(op, arg, call):
+    """torch.nn.functional takes Tensors only (relu and linear raise TypeError; softmax an
+    AttributeError); minigrad's used to fail inside the operation, on ndarray.data."""
+    a, w = np.ones((2, 2)), minigrad.Tensor(np.ones((2, 2)), requires_grad=True)
+    with pytest.raises(TypeError, match=r"^%s: %s must be a minigrad Tensor, got numpy.ndarray; "
+                                        r"wrap it: minigrad.Tensor\(...\)$" % (op, arg)):
+        call(a, w)
+
+
 def test_masked_prefix_softmax_matches_torch():
     """Rows of 2048 whose first 1024 (and other long runs) are -inf, as attention masks make."""
     rng = np.random.default_rng(4)
