@@ -285,5 +285,27 @@ WS_INLINE vf exp_nonpositive(vf x) {
   return p * __builtin_bit_cast(vf, __builtin_bit_cast(vi, biased) << 23);
 }
 
+// log(s) for s >= 1 (a softmax row's sum of exp(z - max), which holds exp(0) = 1),
+// W rows' sums at once where libm's logf took one call each. s = 2^e * m with m in
+// [sqrt(1/2), sqrt(2)), log(m) = 2 atanh(u) with u = (m - 1) / (m + 1), |u| <= 0.172,
+// by its series to u^9 (truncation 2e-9 relative), and e ln 2 in two steps.
+// NaN stays NaN (its bits would read as a finite m).
+WS_INLINE vf log_at_least_one(vf s) {
+  const vi bits = __builtin_bit_cast(vi, s);
+  vi e = ((bits >> 23) & 0xff) - 127;
+  vf m = __builtin_bit_cast(vf, (bits & 0x007fffff) | 0x3f800000);
+  const vi big = m > 1.41421356f;  // -1 where true
+  m = big ? m * 0.5f : m;
+  e -= big;
+  const vf u = (m - 1.0f) / (m + 1.0f), u2 = u * u;
+  vf p = splat(1.0f / 9);
+  p = p * u2 + 1.0f / 7;
+  p = p * u2 + 1.0f / 5;
+  p = p * u2 + 1.0f / 3;
+  const vf ef = __builtin_convertvector(e, vf);
+  const vf log_s = ef * 0.693145751953125f + (ef * 1.428606765330187e-6f + (u + u) * (p * u2 + 1.0f));
+  return s == s ? log_s : s;
+}
+
 }  // namespace
 }  // namespace warp_softmax::cpu::WS_LEVEL
