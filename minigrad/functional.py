@@ -224,8 +224,10 @@ class Linear(Function):
             return _linear_vjp(grad, x, weight, *needs)
         # Nothing records (a first-order backward): the same rule on the arrays, without six
         # recorded operations' bookkeeping; this runs once per layer per training step.
-        return tuple(g if g is None else Tensor._wrap(g)
-                     for g in _linear_vjp(grad.data, x.data, weight.data, *needs))
+        gx, gw, gb = _linear_vjp(grad.data, x.data, weight.data, *needs)
+        wrap = Tensor._wrap
+        return (gx if gx is None else wrap(gx), gw if gw is None else wrap(gw),
+                gb if gb is None else wrap(gb))
 
 
 def _linear_vjp(grad, x, weight, need_x, need_weight, need_bias):

@@ -452,7 +452,11 @@ class ReLU(_OfOutput):
     @staticmethod
     def backward(ctx, grad):
         (y,) = ctx.saved_tensors  # the output, as torch saves it: y > 0 where x > 0
-        return grad * Compare.apply(np.greater, y, 0)
+        if _State.enabled or _State.transforms:  # recorded, or seen by a transform: on Tensors
+            return grad * Compare.apply(np.greater, y, 0)
+        # A first-order backward (nothing records): the same product on the arrays, without
+        # two operations' bookkeeping, which was half this rule's time at a batch of 64.
+        return _wrap(grad.data * (y.data > 0))
 
 
 class Reshape(Function):
