@@ -19,6 +19,8 @@
 // max m and the sum s of exp(x - m) (rescaled when m grows) and writing
 // exp(x - m) to y; a second pass scales each block of y by exp(m_block - m)/s.
 // x and y are each read once from memory, and exp runs once per element.
+// Rows shorter than 4 vectors instead go W rows at a time through a
+// transposed tile (forward_short_rows, and backward_short_rows below W).
 // float16/bfloat16 rows are widened vector by vector as they are read (F16C's
 // vcvtph2ps, a shift for bfloat16); the unscaled exp values go to a float32
 // row, narrowed (vcvtps2ph; for bfloat16 AVX-512 BF16's vcvtneps2bf16, or
