@@ -56,9 +56,11 @@ def test_bad_input_is_a_python_exception():
 @pytest.mark.parametrize("log", [False, True])
 def test_every_mask_pattern_matches_torch(dtype, log, isa):
     fn = k.log_softmax if log else k.softmax
-    for cols in (3, 10, 29, 300, 2049, 5000):  # < 30: the short-row kernels, W rows at a time
-        for pattern, mask in checks.masks(13, cols).items():
-            x = checks.masked_logits(13, cols, mask).astype(dtype)
+    # Under 4 vectors (16, 32 or 64 columns by level) rows go W at a time through a tile:
+    # both sides of each level's boundary, over several groups, the last one partial.
+    for cols in (3, 10, 15, 16, 31, 32, 63, 64, 300, 2049, 5000):
+        for pattern, mask in checks.masks(37, cols).items():
+            x = checks.masked_logits(37, cols, mask).astype(dtype)
             y = fn(x, -1)
             assert not np.isnan(y[~mask.all(-1)]).any(), pattern  # fully masked rows: NaN
             checks.assert_close(y, ref(x, -1, log), dtype, log)

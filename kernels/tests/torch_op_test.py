@@ -33,9 +33,11 @@ def test_matches_torch_in_float32_over_shapes_and_dims(name, shape, isa):
 
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
 @pytest.mark.parametrize("name", sorted(OPS))
-@pytest.mark.parametrize("cols", [3, 10, 29, 300, 1024, 2049, 5000])  # < 30: short-row kernels
+# Under 4 vectors (16, 32 or 64 columns by level) rows go W at a time through a tile: the
+# columns take both sides of each level's boundary.
+@pytest.mark.parametrize("cols", [3, 10, 15, 16, 29, 31, 32, 63, 64, 300, 1024, 2049, 5000])
 def test_every_mask_pattern_matches_torch(name, dtype, cols, isa):
-    rows = 13  # not a multiple of any level's vector width: short rows go W at a time
+    rows = 37  # several groups of W rows at every level, the last one partial
     for pattern, mask in checks.masks(rows, cols).items():
         x = torch.from_numpy(checks.masked_logits(rows, cols, mask)).to(DTYPES[dtype])
         y = OPS[name][0](x, -1)
@@ -140,8 +142,8 @@ def test_gradcheck_and_gradgradcheck_in_float64(name):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_gradient_matches_torch(name, dtype, isa):
-    # 13 rows of 3 (under a vector: transposed tiles) and of 29 (masked tails)
-    for shape in [(13, 3), (13, 29), (6, 50), (2, 3000)]:
+    # 37 rows of 3 (under a vector: groups of W rows in a tile, the last partial) and of 29
+    for shape in [(37, 3), (37, 29), (6, 50), (2, 3000)]:
         x = inputs(shape, dtype=DTYPES[dtype]).requires_grad_()
         w = inputs(shape, seed=1, dtype=DTYPES[dtype])
         (grad,) = torch.autograd.grad((OPS[name][0](x, -1) * w).sum(), x)
