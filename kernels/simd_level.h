@@ -231,34 +231,27 @@ WS_INLINE void write_row(T* out, int64_t n, F value) {
 
 // Across the lanes, as a tree of halving shuffles: a lane-by-lane loop is a chain of
 // W dependent scalar operations (about 25 cycles at W = 8), once or twice per row,
-// which rows of a few vectors (32-64 columns) wait on. NaN lanes: see vmax.
-WS_INLINE __m128 quarter_max(__m128 m) {
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  return _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
-}
-WS_INLINE __m128 quarter_sum(__m128 s) {
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+// which rows of a few vectors (32-64 columns) wait on. `op` combines two __m128;
+// NaN lanes: see vmax.
+template <typename Op>
+WS_INLINE float lane_reduce(vf v, Op op) {
+#if defined(__AVX512F__)
+  // (x0 op x2) op (x1 op x3) over the four 128-bit quarters: the 256-bit halves, then theirs
+  __m128 q = op(op(_mm512_castps512_ps128(v), _mm512_extractf32x4_ps(v, 2)),
+                op(_mm512_extractf32x4_ps(v, 1), _mm512_extractf32x4_ps(v, 3)));
+#elif defined(__AVX2__)
+  __m128 q = op(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+#else
+  __m128 q = v;
+#endif
+  q = op(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(op(q, _mm_shuffle_ps(q, q, 1)));
 }
 WS_INLINE float lane_max(vf v) {
-#if defined(__AVX512F__)
-  const __m256 h = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  return _mm_cvtss_f32(quarter_max(_mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1))));
-#elif defined(__AVX2__)
-  return _mm_cvtss_f32(quarter_max(_mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1))));
-#else
-  return _mm_cvtss_f32(quarter_max(v));
-#endif
+  return lane_reduce(v, [](__m128 a, __m128 b) { return _mm_max_ps(a, b); });
 }
 WS_INLINE float lane_sum(vf v) {
-#if defined(__AVX512F__)
-  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  return _mm_cvtss_f32(quarter_sum(_mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1))));
-#elif defined(__AVX2__)
-  return _mm_cvtss_f32(quarter_sum(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1))));
-#else
-  return _mm_cvtss_f32(quarter_sum(v));
-#endif
+  return lane_reduce(v, [](__m128 a, __m128 b) { return _mm_add_ps(a, b); });
 }
 WS_INLINE vf vmax(vf a, vf b) { return a > b ? a : b; }  // one vmaxps; NaN in a is dropped
 

@@ -230,6 +230,14 @@ class MaskRows {
 // columns this was the faster of the two at every width measured (avx2: 3-31).
 constexpr int64_t kShortCols = 4 * W;
 
+// The first k rows of a tile (column j of W rows at tile + j * W) to out, row by row.
+template <typename T>
+WS_INLINE void untranspose(const float* tile, T* out, int64_t k, int64_t cols) {
+  for (int64_t l = 0; l < k; ++l) {
+    for (int64_t j = 0; j < cols; ++j) from_float(tile[j * W + l], out + l * cols + j);
+  }
+}
+
 template <bool kLog, typename T, typename F>
 WS_INLINE void forward_short_rows(F source, T* y, int64_t rows, int64_t cols) {
   alignas(64) float tile[kShortCols * W];  // column j of the W rows at tile + j * W
@@ -257,10 +265,7 @@ WS_INLINE void forward_short_rows(F source, T* y, int64_t rows, int64_t cols) {
       const vf v = load(tile + j * W);
       store(tile + j * W, kLog ? v - f : v * f);
     }
-    for (int64_t l = 0; l < k; ++l) {
-      T* yr = y + (r0 + l) * cols;
-      for (int64_t j = 0; j < cols; ++j) from_float(tile[j * W + l], yr + j);
-    }
+    untranspose(tile, y + r0 * cols, k, cols);
   }
 }
 
@@ -372,10 +377,7 @@ void backward_short_rows(const T* dy, const T* y, T* dx, int64_t rows, int64_t c
       const vf d = load(tdy + j * W), yv = load(ty + j * W);
       store(tdy + j * W, kLog ? d - exp_nonpositive(yv) * total : yv * (d - total));
     }
-    for (int64_t l = 0; l < k; ++l) {
-      T* out = dx + (r0 + l) * cols;
-      for (int64_t j = 0; j < cols; ++j) from_float(tdy[j * W + l], out + j);
-    }
+    untranspose(tdy, dx + r0 * cols, k, cols);
   }
 }
 
