@@ -165,16 +165,18 @@ def summarise(path):
 
 
 def read_checks(path, expected):
-    """(state, name) of the checks in a 'PASSED name' / 'FAILED name' file; expected ones missing fail."""
+    """(state, name, why) of the checks in a file of 'PASSED name' / 'FAILED name[: why]'
+    lines; an expected one missing fails."""
     found = []
     if path and os.path.exists(path):
         with open(path) as f:
             for line in f:
-                state, _, name = line.strip().partition(" ")
+                state, _, rest = line.strip().partition(" ")
+                name, _, why = rest.partition(": ")
                 if state in ("PASSED", "FAILED"):
-                    found.append((state, name))
-    seen = {name for _, name in found}
-    return found + [("FAILED", name + " (expected, never ran)") for name in expected if name not in seen]
+                    found.append((state, name, why))
+    seen = {name for _, name, _ in found}
+    return found + [("FAILED", name, "expected, never ran") for name in expected if name not in seen]
 
 
 def report_cache(rows):
@@ -192,7 +194,7 @@ def main(argv=None):
     parser.add_argument("bep_files", nargs="+", help="files written by --build_event_json_file")
     parser.add_argument("--require-cached", action="store_true",
                         help="fail unless every test result came from a cache (none ran)")
-    parser.add_argument("--checks", help="a file of 'PASSED name' / 'FAILED name' lines from "
+    parser.add_argument("--checks", help="a file of 'PASSED name' / 'FAILED name[: why]' lines from "
                                          "checks run outside Bazel (.ci/run's), counted too")
     parser.add_argument("--expect-checks", default="",
                         help="comma-separated check names that must appear in --checks")
@@ -216,9 +218,9 @@ def main(argv=None):
         print("%-14s %s: %s" % ("FAILED", label, why))
     cached = report_cache(rows) if args.require_cached else True
     expected = [name for name in args.expect_checks.split(",") if name]
-    for state, name in read_checks(args.checks, expected) if (args.checks or expected) else []:
+    for state, name, why in read_checks(args.checks, expected) if (args.checks or expected) else []:
         totals[1 if state == "FAILED" else 0] += 1
-        print("%-14s %s" % (state, "check " + name))
+        print("%-14s check %s%s" % (state, name, " (%s)" % why if why else ""))
     print("%d passed, %d failed, %d skipped" % tuple(totals))
     return 1 if totals[1] or not cached else 0
 

@@ -44,13 +44,19 @@ fi
 
 # run N: one clean `bazel test //... --config=rbe`; prints its figures.
 run() {
-  local n="$1" log="$work/run$1.log" start end rc=0 line
+  local n="$1" log="$work/run$1.log" start end rc=0 line why
   shift
   start=$(date +%s.%N)
   ./bazelw --output_base="$work/base$n" test "${ALL[@]}" --config=rbe $NO_LINKS "$@" >"$log" 2>&1 || rc=$?
   end=$(date +%s.%N)
   line="$(grep -E '^INFO: [0-9]+ processes' "$log" | tail -1)"
-  [ "$rc" = 0 ] || { tail -40 "$log" >&2; abort "run $n failed (exit $rc)"; }
+  if [ "$rc" != 0 ]; then
+    tail -40 "$log" >&2
+    # The failing targets and Bazel's first errors, for the one line CI's summary keeps.
+    why="$(grep -E '^(FAILED|TIMEOUT|FLAKY|NO STATUS): //|^ERROR: ' "$log" |
+      grep -v 'did NOT complete' | head -3 | cut -c1-200 | paste -sd';' -)"
+    abort "run $n failed (exit $rc): ${why:-see the log above}"
+  fi
   # Bazel 4.2: "INFO: 140 processes: 100 remote cache hit, 30 internal, 10 remote."
   python3 - "$n" "$line" "$start" "$end" "$work/figures" <<'EOF'
 import re, sys

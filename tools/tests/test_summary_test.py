@@ -113,6 +113,16 @@ def test_configs_are_counted_apart_and_checks_are_added(tmp_path, capsys):
     assert out[-1] == "4 passed, 1 failed, 1 skipped"
 
 
+def test_a_failed_check_says_why_and_counts_as_run(tmp_path, capsys):
+    checks = tmp_path / "checks.txt"
+    checks.write_text("FAILED remote_exec: rbe check: FAILED: run 1 failed (exit 3): TIMEOUT: //a:t\n")
+    bep = write_bep(tmp_path / "cpu.json", ok_test(tmp_path))
+    assert test_summary.main([bep, "--checks", str(checks), "--expect-checks", "remote_exec"]) == 1
+    out = last_lines(capsys, 2)
+    assert out == ["FAILED         check remote_exec (rbe check: FAILED: run 1 failed (exit 3): TIMEOUT: //a:t)",
+                   "2 passed, 1 failed, 0 skipped"]
+
+
 def test_all_green_exits_zero(tmp_path, capsys):
     bep = write_bep(tmp_path / "cpu.json", [
         configured("//a:ok"), result("//a:ok", "PASSED", junit(tmp_path, "ok", passed=2)),
