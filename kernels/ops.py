@@ -73,8 +73,9 @@ def _fake_masked(x, mask=None, scale=1.0, dim=-1):
 
 
 # Autograd: one autograd.Function per operator, registered as its Autograd
-# kernel. torch.library.register_autograd builds the same kind of kernel but
-# with no forward derivative (a dual input's tangent was silently dropped) and
+# kernel (behind torch_autograd.cc's C++ fast path for CPU and CUDA tensors).
+# torch.library.register_autograd builds the same kind of kernel but with no
+# forward derivative (a dual input's tangent was silently dropped) and
 # a ctx-in-forward Function that torch.func.grad/jacrev refuse; these have
 # setup_context, backward and jvp, so torch.autograd, forward_ad and every
 # torch.func transform work on the raw torch.ops.kernels operators. Each
@@ -183,7 +184,9 @@ def _function(name):
 
     def kernel(*args):
         # Outside autograd (no input requires grad, no forward-AD context) the
-        # Function's bookkeeping is skipped: inference costs what the kernel does.
+        # Function's bookkeeping is skipped. CPU and CUDA tensors reach this
+        # kernel only when a gradient can flow: torch_autograd.cc's C++ kernel
+        # takes their other calls below autograd without entering Python.
         if fwAD._current_level >= 0:
             _refuse_nested_jvp(name)
         if fwAD._current_level >= 0 or (torch.is_grad_enabled() and torch._C._any_requires_grad(*args)):

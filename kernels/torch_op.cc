@@ -1,7 +1,8 @@
 // PyTorch binding: the kernels::warp_softmax operators (schemas, CPU and CUDA kernels).
 //
 // Fake (meta) kernels and autograd are registered from Python (ops.py) with
-// torch.library, as in pytorch/extension-cpp. Any dim and any strides: the
+// torch.library, as in pytorch/extension-cpp, with autograd's fast path for
+// calls that need no gradient in torch_autograd.cc. Any dim and any strides: the
 // softmax dim is moved last and made contiguous (a no-op for the usual
 // contiguous last-dim input) and the result is laid out like the input.
 #include <ATen/ATen.h>

@@ -102,9 +102,40 @@ def test_every_torch_func_transform_matches_torch(name, raw):
         func.jacfwd(func.jacfwd(loss(ours)))(x[0])
 
 
-def test_inference_calls_record_no_graph():
-    x = inputs((3, 5))
-    assert kernels.warp_softmax(x).grad_fn is None
-    with torch.no_grad():
-        assert kernels.warp_softmax(x.requires_grad_()).grad_fn is None
-    assert type(kernels.warp_softmax(x).grad_fn).__name__ == "warp_softmaxBackward"
+# Each operator with torch's counterpart, on float64 inputs (x, or grad_output and output).
+_RECORDING = {
+    "softmax": (RAW["softmax"], lambda x: torch.softmax(x, -1), 1),
+    "log_softmax": (RAW["log_softmax"], lambda x: torch.log_softmax(x, -1), 1),
+    "softmax_backward": (lambda g, y: BACKWARD["softmax"][0](g, y, -1),
+                         lambda g, y: BACKWARD["softmax"][1](g, y, -1, torch.float64), 2),
+    "masked": (lambda x, m: torch.ops.kernels.warp_softmax_masked(x, m, 0.5),
+               lambda x, m: torch.softmax(x * 0.5 + m, -1), 2),
+}
+
+
+@pytest.mark.parametrize("tangent", [False, True], ids=["", "dual"])
+@pytest.mark.parametrize("requires_grad", [False, True], ids=["", "requires_grad"])
+@pytest.mark.parametrize("grad_mode", [True, False], ids=["grad", "no_grad"])
+@pytest.mark.parametrize("name", sorted(_RECORDING))
+def test_records_a_graph_and_a_tangent_exactly_where_torch_does(name, grad_mode, requires_grad, tangent):
+    """The autograd kernel's fast path (no node, no tangent: torch_autograd.cc) is taken
+    exactly where torch's own operator records nothing; elsewhere the gradients flow."""
+    ours, theirs, arity = _RECORDING[name]
+
+    def run(op):
+        args = [inputs((3, 5), dtype=torch.float64, seed=i) for i in range(arity)]
+        args[0].requires_grad_(requires_grad)
+        with torch.set_grad_enabled(grad_mode), torch.autograd.forward_ad.dual_level():
+            if tangent:
+                args[-1] = torch.autograd.forward_ad.make_dual(args[-1], torch.ones_like(args[-1]))
+            out = op(*args)
+            primal, out_tangent = torch.autograd.forward_ad.unpack_dual(out)
+            grads = torch.autograd.grad(out.sum(), args[0]) if out.requires_grad else None
+            return out.requires_grad, out.grad_fn is not None, primal, out_tangent, grads
+
+    got, want = run(ours), run(theirs)
+    assert got[:2] == want[:2]
+    torch.testing.assert_close(got[2:], want[2:])
+    if grad_mode and requires_grad:
+        assert type(ours(*[inputs((3, 5), dtype=torch.float64).requires_grad_()] * arity).grad_fn
+                    ).__name__.startswith("warp_")
