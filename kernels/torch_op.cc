@@ -47,7 +47,9 @@ struct Rows {
 Rows as_rows(const at::Tensor& t, int64_t dim, const char* op) {
   const int64_t d = warp_softmax::normalize_dim(dim, t.dim());
   TORCH_CHECK_INDEX(d >= 0, warp_softmax::dim_error(op, "dim", dim, t.dim()));
-  at::Tensor x = t.dim() == 0 ? t.reshape({1}) : t.movedim(d, -1);
+  // movedim makes a new view even when dim is already last: half a
+  // microsecond a call, which the usual input need not pay.
+  at::Tensor x = t.dim() == 0 ? t.reshape({1}) : d == t.dim() - 1 ? t : t.movedim(d, -1);
   x = x.contiguous();
   const int64_t cols = x.size(-1);
   return {x, d, cols == 0 ? 0 : x.numel() / cols, cols};
@@ -56,7 +58,7 @@ Rows as_rows(const at::Tensor& t, int64_t dim, const char* op) {
 // `result` (dim last, contiguous) laid out like `like`.
 at::Tensor restore_layout(const at::Tensor& result, const at::Tensor& like, int64_t dim) {
   if (like.dim() == 0) return result.reshape({});
-  at::Tensor moved = result.movedim(-1, dim);
+  at::Tensor moved = dim == like.dim() - 1 ? result : result.movedim(-1, dim);
   if (moved.strides() == like.strides()) return moved;
   at::Tensor out = at::empty_like(like);
   out.copy_(moved);
