@@ -27,6 +27,7 @@ bool needs_autograd(const c10::OperatorHandle& op, const torch::jit::Stack& stac
   for (const c10::IValue& arg : torch::jit::last(stack, op.schema().arguments().size())) {
     if (!arg.isTensor()) continue;  // dim, scale, or a mask left at None
     const at::Tensor& t = arg.toTensor();
+    if (!t.defined()) continue;  // the kernel below reports it
     if ((grad_mode && t.requires_grad()) || t._fw_grad(/*level=*/0).defined()) return true;
   }
   return false;
