@@ -3,6 +3,7 @@
     import kernels
     kernels.warp_softmax(x, dim=-1)                   # the PyTorch operator (ops.py)
     kernels.warp_softmax_masked(x, mask, scale=0.125) # softmax(x * 0.125 + mask), one pass
+    kernels.warp_softmax_masked_(x, mask, 0.125)      # the same written over x
     kernels.cpu_isa()                                 # its CPU kernels' level: avx512, avx2, baseline
     from kernels import warp_softmax_numpy            # the pybind11 module over ndarrays
     from kernels import tf_ops                        # the TensorFlow op (tf_ops.py)
@@ -18,7 +19,8 @@ import pkgutil
 __path__ = pkgutil.extend_path(__path__, __name__)
 
 _LAZY = {name: "kernels.ops" for name in
-         ("warp_softmax", "warp_log_softmax", "warp_softmax_masked", "cpu_isa", "set_cpu_isa", "cpu_isas_supported")}
+         ("warp_softmax", "warp_log_softmax", "warp_softmax_masked", "warp_softmax_masked_",
+          "cpu_isa", "set_cpu_isa", "cpu_isas_supported")}
 
 
 def __getattr__(name):

@@ -72,6 +72,13 @@ def _fake_masked(x, mask=None, scale=1.0, dim=-1):
     return torch.empty_like(x, dtype=dtype)
 
 
+@torch.library.register_fake("kernels::warp_softmax_masked_")
+def _fake_masked_(x, mask=None, scale=1.0, dim=-1):
+    dtype = _fake_masked(x, mask, scale, dim).dtype
+    torch._check(dtype == x.dtype, lambda: "warp_softmax_masked_: the result's dtype %s (the input's "
+                 "and the mask's promoted) cannot be written over the input's %s" % (dtype, x.dtype))
+
+
 # Autograd: one autograd.Function per operator, registered as its Autograd
 # kernel (behind torch_autograd.cc's C++ fast path for CPU and CUDA tensors).
 # torch.library.register_autograd builds the same kind of kernel but with no
@@ -284,6 +291,14 @@ def warp_softmax(x, dim=-1):
 def warp_log_softmax(x, dim=-1):
     """log_softmax(x) along `dim`, as torch.log_softmax; shares warp_softmax's kernels."""
     return _ops.warp_log_softmax(x, dim)
+
+
+def warp_softmax_masked_(x, mask=None, scale=1.0, dim=-1):
+    """warp_softmax_masked written over x, which it returns: for scores nothing else
+    reads (attention's), it saves allocating the result. No autograd (x's old values
+    are gone); the dtype must stay x's."""
+    _ops.warp_softmax_masked_(x, mask, scale, dim)
+    return x
 
 
 def warp_softmax_masked(x, mask=None, scale=1.0, dim=-1):

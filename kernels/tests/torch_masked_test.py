@@ -183,6 +183,34 @@ def test_opcheck(mask):
         torch.library.opcheck(op.default, (x.detach(), m if m is None else m.detach(), 2, 1))
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=name)
+def test_in_place_form_writes_exactly_the_result_over_its_input(dtype, isa):
+    """warp_softmax_masked_: bit for bit warp_softmax_masked's result, in x's own memory:
+    written by the kernel as it reads where x is already contiguous rows, copied in for
+    other layouts and dims."""
+    g = torch.Generator().manual_seed(3)
+    for k in (5, 300, 2049):  # the short-row tiles, one block, several blocks
+        x = (torch.randn(3, 2, 4, k, generator=g) * 4).to(dtype)
+        for mask in attention_masks(3, 2, 4, k, dtype, float("-inf")).values():
+            flipped = None if mask is None else mask.transpose(-1, -2)
+            for scores, m, dim in ((x.clone(), mask, -1),
+                                   (x.transpose(-1, -2).contiguous().transpose(-1, -2), mask, -1),
+                                   (x.transpose(-1, -2).contiguous(), flipped, 2)):
+                want = kernels.warp_softmax_masked(scores, m, 0.125, dim)
+                where = scores.data_ptr()
+                assert kernels.warp_softmax_masked_(scores, m, 0.125, dim) is scores
+                assert scores.data_ptr() == where
+                assert torch.equal(scores.isnan(), want.isnan())
+                torch.testing.assert_close(scores.nan_to_num(), want.nan_to_num(), rtol=0, atol=0)
+
+
+def test_in_place_form_refuses_a_result_that_cannot_be_written_over_its_input():
+    with pytest.raises(RuntimeError, match="Float .*cannot be written over the input's BFloat16"):
+        kernels.warp_softmax_masked_(torch.randn(2, 8).bfloat16(), torch.zeros(8))
+    for m in (None, torch.zeros(5), torch.tensor([True, False, True, True, True])):
+        torch.library.opcheck(torch.ops.kernels.warp_softmax_masked_.default, (torch.randn(3, 5), m, 0.5, -1))
+
+
 def test_compiles_without_graph_breaks_and_with_a_traced_float_scale():
     class Attention(torch.nn.Module):
         scaling = 0.125  # a float attribute: dynamic=True traces it as a SymFloat
