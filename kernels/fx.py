@@ -79,6 +79,20 @@ def masked_softmax(x, mask, dim, mul=None, div=None):
     return softmax(z if mask is None else z + mask, dim)
 
 
+def masked_softmax_over_scores(x, mask, dim, mul=None, div=None):
+    """masked_softmax written over x, for scores nothing else reads (the pass
+    checks): no result to allocate. Where x requires grad, or the operator does not
+    apply, or the result's dtype is not x's, masked_softmax."""
+    grad = torch.is_grad_enabled() and (x.requires_grad or (mask is not None and mask.requires_grad))
+    if not grad and _fusable(x, mask) and (mask is None or torch.result_type(x, mask) == x.dtype):
+        scale = mul if mul is not None else 1.0 / div if div is not None else 1.0
+        if torch.is_autocast_enabled("cpu"):  # CPU autocast's policy for softmax: the input's dtype
+            with torch.autocast("cpu", enabled=False):
+                return ops.warp_softmax_masked_(x, mask, scale, dim)
+        return ops.warp_softmax_masked_(x, mask, scale, dim)
+    return masked_softmax(x, mask, dim, mul, div)
+
+
 def safe_softmax(x, dim, dtype=None):
     """aten._safe_softmax: softmax, but rows that are all -inf give 0, not NaN."""
     y = softmax(x, dim, dtype)
@@ -320,17 +334,33 @@ def _replace(gm, node, fn, args):
     gm.graph.erase_node(node)
 
 
+# Calls whose result is new memory, never a view of an argument: a softmax may
+# write over such scores when nothing else reads them.
+_FRESH = {("call_function", torch.matmul), ("call_function", operator.matmul),
+          ("call_function", torch.bmm), ("call_function", torch.baddbmm),
+          ("call_method", "matmul"), ("call_method", "bmm"),
+          ("call_function", aten.bmm.default), ("call_function", aten.baddbmm.default)}
+
+
+def _scores_only_for(x, folded, node):
+    """Whether x is new memory that only the softmax `node` (or the sum folded into it) reads."""
+    return (isinstance(x, torch.fx.Node) and (x.op, x.target) in _FRESH and len(x.users) == 1
+            and next(iter(x.users)) in set(folded) | {node})
+
+
 def _fuse(gm, node, name, z, dim, report, dead=()):
-    """Replaces the softmax `node` of z = x * c + mask by masked_softmax if z has
-    that form (_attention_form); returns whether it did."""
+    """Replaces the softmax `node` of z = x * c + mask by masked_softmax (or,
+    over scores nothing else reads, masked_softmax_over_scores) if z has that
+    form (_attention_form); returns whether it did."""
     form = _attention_form(z)
     if form is None:
         return False
     x, mask, mul, div, folded = form
-    _replace(gm, node, masked_softmax, (x, mask, dim, mul, div))
+    fn = masked_softmax_over_scores if _scores_only_for(x, folded, node) else masked_softmax
+    _replace(gm, node, fn, (x, mask, dim, mul, div))
     _erase_dead(gm, list(dead) + folded)
-    report.replaced.append(Change(node.name, name, "masked_softmax(dim=%d, %s%s)" % (
-        dim, "mask=%s, " % mask.name if mask is not None else "",
+    report.replaced.append(Change(node.name, name, "%s(dim=%d, %s%s)" % (
+        fn.__name__, dim, "mask=%s, " % mask.name if mask is not None else "",
         "scale=%s" % mul if mul is not None else "scale=1/%s" % div if div is not None else "scale=1")))
     return True
 

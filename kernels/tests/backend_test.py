@@ -81,6 +81,37 @@ def test_inductor_dynamic_batch_sizes_without_recompiles_and_training():
     assert (stats.graphs, stats.recompiles, stats.graph_breaks, stats.replaced) == (1, 0, 0, 2), str(stats)
 
 
+class Attention(torch.nn.Module):
+    """transformers' eager attention: softmax(q @ k^T * scaling + mask) @ v."""
+
+    def __init__(self, width=16):
+        super().__init__()
+        self.q, self.k = torch.nn.Linear(width, width), torch.nn.Linear(width, width)
+        self.scaling = 0.25
+
+    def forward(self, x, mask):
+        scores = torch.matmul(self.q(x), self.k(x).transpose(-1, -2)) * self.scaling + mask
+        return F.softmax(scores, dim=-1) @ x
+
+
+def test_inductor_writes_the_softmax_over_the_scores_in_inference():
+    """No result allocated for the attention softmax: inductor hands the operator its
+    own scores buffer, with no clone; training keeps the scores (gradients as eager)."""
+    model = Attention()
+    compiled = torch.compile(model, backend="warp", dynamic=True)
+    x, keep = batch(3)
+    mask = torch.zeros(3, 1, 7).masked_fill(~keep[:, None, :], float("-inf"))
+    with torch.no_grad():
+        ours, code = run_and_get_code(compiled, x, mask)
+        torch.testing.assert_close(ours, model(x, mask))
+    code = "".join(code)
+    assert "torch.ops.kernels.warp_softmax_masked_.default(buf" in code, code
+    assert "clone" not in code and "copy_" not in code, code
+    x.requires_grad_(True)
+    grads = [torch.autograd.grad(f(x, mask).pow(2).sum(), x)[0] for f in (compiled, model)]
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-5, atol=1e-5)
+
+
 def test_graph_breaks_and_recompiles_are_counted():
     def f(x):
         y = torch.softmax(x, -1)

@@ -15,7 +15,8 @@ from kernels import fx
 from kernels.tests import checks
 
 aten = torch.ops.aten
-OURS = {fx.softmax, fx.log_softmax, fx.safe_softmax, fx.attention, fx.masked_softmax}
+OURS = {fx.softmax, fx.log_softmax, fx.safe_softmax, fx.attention, fx.masked_softmax,
+        fx.masked_softmax_over_scores}
 
 
 class Fn(torch.nn.Module):
@@ -158,6 +159,45 @@ def test_attention_forms_fuse_into_one_masked_softmax(form):
         ours, ref = gm(scores, mask), fn(scores.double(), mask.double()).to(dtype)
         assert ours.dtype == dtype and torch.equal(ours.isnan(), fn(scores, mask).isnan())
         check(ours.nan_to_num(), ref.nan_to_num(), False)
+
+
+def test_scores_only_the_softmax_reads_are_written_over():
+    """Attention's scores, a matmul's result read by the softmax alone, take the form
+    that writes over them (no result allocated): in inference that is where the
+    result lands; with inputs that require grad it falls back at run time. Scores a
+    caller passed in, or that something else reads too, are never written."""
+    def attention(q, k, m):
+        return F.softmax(torch.matmul(q, k.transpose(-1, -2)) * 0.125 + m, dim=-1)
+
+    def kept(q, k, m):
+        s = q @ k.transpose(-1, -2)
+        return F.softmax(s * 0.125 + m, -1), s  # the scores are returned too
+
+    def given(s, m):
+        return F.softmax(s * 0.125 + m, -1)  # the caller's scores
+    forms = {}
+    for fn in (attention, kept, given):
+        gm = torch.fx.symbolic_trace(fn)
+        report = fx.use_warp_softmax(gm)
+        forms[fn.__name__] = [t.__name__ for t in targets(gm) if t in OURS], report.replaced[0].detail
+    assert forms["attention"] == (["masked_softmax_over_scores"], forms["attention"][1])
+    assert forms["attention"][1].startswith("masked_softmax_over_scores(dim=-1, mask=m, scale=0.125")
+    assert forms["kept"][0] == forms["given"][0] == ["masked_softmax"]
+    q, k = torch.randn(2, 3, 5, 8), torch.randn(2, 3, 7, 8)
+    m = torch.zeros(2, 1, 1, 7)
+    m[1, ..., 4:] = float("-inf")
+    gm = torch.fx.symbolic_trace(attention)
+    fx.use_warp_softmax(gm)
+    torch.testing.assert_close(gm(q, k, m), attention(q, k, m))
+    q.requires_grad_(True)  # training: the scores are kept for the backward
+    grads = [torch.autograd.grad(f(q, k, m).pow(2).sum(), q)[0] for f in (gm, attention)]
+    torch.testing.assert_close(grads[0], grads[1])
+    s, given_m = torch.randn(2, 3, 5, 7), m.clone()
+    before = s.clone()
+    gm = torch.fx.symbolic_trace(given)
+    fx.use_warp_softmax(gm)
+    torch.testing.assert_close(gm(s, given_m), given(s, given_m))
+    assert torch.equal(s, before)
 
 
 def test_attention_forms_it_does_not_fold():
