@@ -82,8 +82,12 @@ def test_training_gradients_match_eager():
     for run in (compiled(model), model):
         loss = (run(input_ids=ids, attention_mask=mask).last_hidden_state * weights).sum()
         grads.append(torch.autograd.grad(loss, list(model.encoder.parameters())))
+    # Gradients reach 112 here; float32 rounding through six layers moved them by up to
+    # 2e-6 of their norm between runs (the BLAS's and the kernels' alike), so an absolute
+    # 1e-4 failed on entries near 0: judge each against its own scale too.
     for (name, _), ours, ref in zip(model.encoder.named_parameters(), *grads):
-        torch.testing.assert_close(ours, ref, atol=1e-4, rtol=1e-4, msg=name)
+        atol = max(1e-4, 1e-5 * ref.abs().max().item())
+        torch.testing.assert_close(ours, ref, atol=atol, rtol=1e-4, msg=name)
     assert_stats(replaced=LAYERS)
 
 
