@@ -64,33 +64,37 @@ def _fusable(x, mask):
             and torch.result_type(x, mask) == torch.promote_types(x.dtype, mask.dtype))
 
 
-def masked_softmax(x, mask, dim, mul=None, div=None):
-    """torch.softmax(x * mul + mask, dim) (or x / div; mask may be None) by
-    kernels.warp_softmax_masked, in one pass over x; where that operator does
-    not apply (see _fusable) torch's ops, as the graph had them."""
+def _masked(x, mask, dim, mul, div, over_x):
+    """softmax(x * mul + mask) (or x / div; mask may be None) by one
+    kernels.warp_softmax_masked call where that operator applies (_fusable),
+    written over x if over_x and nothing needs x kept (no grad, x's dtype
+    unchanged); elsewhere torch's ops, as the graph had them."""
     if _fusable(x, mask):
         scale = mul if mul is not None else 1.0 / div if div is not None else 1.0
+        grad = torch.is_grad_enabled() and (x.requires_grad or (mask is not None and mask.requires_grad))
+        keeps_dtype = mask is None or torch.result_type(x, mask) == x.dtype
+        op = ops.warp_softmax_masked_ if over_x and not grad and keeps_dtype else ops.warp_softmax_masked
         if torch.is_autocast_enabled("cpu"):  # CPU autocast's policy for softmax: the input's dtype
             with torch.autocast("cpu", enabled=False):
-                return ops.warp_softmax_masked(x, mask, scale, dim)
-        return ops.warp_softmax_masked(x, mask, scale, dim)
+                return op(x, mask, scale, dim)
+        return op(x, mask, scale, dim)
     z = x if mul is None else x * mul
     z = z if div is None else z / div
     return softmax(z if mask is None else z + mask, dim)
 
 
+def masked_softmax(x, mask, dim, mul=None, div=None):
+    """torch.softmax(x * mul + mask, dim) (or x / div; mask may be None) by
+    kernels.warp_softmax_masked, in one pass over x; where that operator does
+    not apply (see _fusable) torch's ops, as the graph had them."""
+    return _masked(x, mask, dim, mul, div, over_x=False)
+
+
 def masked_softmax_over_scores(x, mask, dim, mul=None, div=None):
     """masked_softmax written over x, for scores nothing else reads (the pass
-    checks): no result to allocate. Where x requires grad, or the operator does not
-    apply, or the result's dtype is not x's, masked_softmax."""
-    grad = torch.is_grad_enabled() and (x.requires_grad or (mask is not None and mask.requires_grad))
-    if not grad and _fusable(x, mask) and (mask is None or torch.result_type(x, mask) == x.dtype):
-        scale = mul if mul is not None else 1.0 / div if div is not None else 1.0
-        if torch.is_autocast_enabled("cpu"):  # CPU autocast's policy for softmax: the input's dtype
-            with torch.autocast("cpu", enabled=False):
-                return ops.warp_softmax_masked_(x, mask, scale, dim)
-        return ops.warp_softmax_masked_(x, mask, scale, dim)
-    return masked_softmax(x, mask, dim, mul, div)
+    checks): no result to allocate. Where x requires grad, or the result's dtype
+    is not x's, it is masked_softmax."""
+    return _masked(x, mask, dim, mul, div, over_x=True)
 
 
 def safe_softmax(x, dim, dtype=None):

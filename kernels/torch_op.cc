@@ -261,7 +261,8 @@ at::Tensor masked(const at::Tensor& self, const std::optional<at::Tensor>& mask_
     });
   });
   if (over_self) return self;
-  return in_place ? self.copy_(restore_layout(y, x, in.dim)) : restore_layout(y, x, in.dim);
+  at::Tensor out = restore_layout(y, x, in.dim);
+  return in_place ? self.copy_(out) : out;
 }
 
 at::Tensor masked_forward(const at::Tensor& self, const std::optional<at::Tensor>& mask,
