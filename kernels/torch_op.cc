@@ -7,6 +7,7 @@
 // contiguous last-dim input) and the result is laid out like the input.
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/Parallel.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -216,6 +217,8 @@ at::Tensor masked(const at::Tensor& self, const std::optional<at::Tensor>& mask_
   at::Tensor x = self, mask;
   if (mask_arg.has_value() && mask_arg->defined()) {
     mask = *mask_arg;
+    // A mask that shares memory with self would be read after rows of it were written.
+    if (in_place) at::assert_no_overlap(self, mask);
     TORCH_CHECK(mask.scalar_type() == at::kBool || at::isFloatingType(mask.scalar_type()), op,
                 ": mask must be a bool or floating point tensor, got ", mask.scalar_type());
     TORCH_CHECK(mask.device() == self.device(), op, ": mask is on ", mask.device(), ", input on ",

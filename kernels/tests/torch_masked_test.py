@@ -207,6 +207,11 @@ def test_in_place_form_writes_exactly_the_result_over_its_input(dtype, isa):
 def test_in_place_form_refuses_a_result_that_cannot_be_written_over_its_input():
     with pytest.raises(RuntimeError, match="Float .*cannot be written over the input's BFloat16"):
         kernels.warp_softmax_masked_(torch.randn(2, 8).bfloat16(), torch.zeros(8))
+    x = torch.randn(40, 300)
+    with pytest.raises(RuntimeError, match="unsupported operation"):  # its rows would be read after written
+        kernels.warp_softmax_masked_(x, x[0])
+    with pytest.raises(RuntimeError, match="unsupported operation"):  # one element, several places
+        kernels.warp_softmax_masked_(torch.randn(1, 300).expand(4, 300))
     for m in (None, torch.zeros(5), torch.tensor([True, False, True, True, True])):
         torch.library.opcheck(torch.ops.kernels.warp_softmax_masked_.default, (torch.randn(3, 5), m, 0.5, -1))
 
