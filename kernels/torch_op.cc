@@ -289,14 +289,21 @@ at::Tensor log_softmax_backward(const at::Tensor& g, const at::Tensor& y, int64_
 }  // namespace
 
 TORCH_LIBRARY(kernels, m) {
-  m.def("warp_softmax(Tensor self, int dim=-1) -> Tensor");
-  m.def("warp_softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor");
-  m.def("warp_log_softmax(Tensor self, int dim=-1) -> Tensor");
-  m.def("warp_log_softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor");
-  m.def("warp_softmax_masked(Tensor self, Tensor? mask=None, Scalar scale=1, int dim=-1) -> Tensor");
+  // Every operator takes inputs of any strides, and says so: without the tag
+  // inductor gives a custom operator each input in the exact strides it was
+  // traced with, and copies an input it has not yet written out once per call,
+  // so BERT's one attention mask (8x1x256x256 floats) was written six times a
+  // forward, once for each layer's softmax, and faulted in anew each time.
+  const std::vector<at::Tag> any_strides = {at::Tag::flexible_layout};
+  m.def("warp_softmax(Tensor self, int dim=-1) -> Tensor", any_strides);
+  m.def("warp_softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor", any_strides);
+  m.def("warp_log_softmax(Tensor self, int dim=-1) -> Tensor", any_strides);
+  m.def("warp_log_softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor", any_strides);
+  m.def("warp_softmax_masked(Tensor self, Tensor? mask=None, Scalar scale=1, int dim=-1) -> Tensor", any_strides);
   // The same over self; it returns nothing, so that torch.compile can functionalize it
   // and inductor write it in place again where nothing else reads self.
-  m.def("warp_softmax_masked_(Tensor(a!) self, Tensor? mask=None, Scalar scale=1, int dim=-1) -> ()");
+  m.def("warp_softmax_masked_(Tensor(a!) self, Tensor? mask=None, Scalar scale=1, int dim=-1) -> ()",
+        any_strides);
 }
 
 // One function serves both devices: it dispatches on the tensor's device inside.

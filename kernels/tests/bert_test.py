@@ -2,8 +2,11 @@
 every attention softmax replaced, padded batches giving eager's outputs,
 gradients, dynamic batch sizes without recompiles, and what happens to SDPA."""
 
+import re
+
 import pytest
 import torch
+from torch._inductor.utils import run_and_get_code
 
 import kernels.backend
 from kernels import minilm
@@ -97,5 +100,14 @@ def test_inductor_inside_no_recompile_across_batch_sizes(attention, dtype):
     model = minilm.load(attention, dtype)
     run = compiled(model, inner="inductor", decompose_sdpa=True)
     model32 = minilm.load(attention) if dtype == torch.bfloat16 else None
+    if attention == "eager":
+        ids, mask = minilm.padded_batch(2, 32)
+        with torch.no_grad():
+            _, code = run_and_get_code(run, input_ids=ids, attention_mask=mask)
+        # The layers' softmaxes read the one mask transformers makes: inductor writes it
+        # once, not once per layer (as it did before the operators took any strides).
+        masks = re.findall(r"warp_softmax_masked_?\.default\((?:reinterpret_tensor\(.*?\), \d+\)|\w+), (\w+)",
+                           "".join(code))
+        assert len(masks) == LAYERS and len(set(masks)) == 1, masks
     check_batches(model, run, [(2, 32), (3, 32), (8, 40)], model32)
     assert_stats(replaced=LAYERS)
