@@ -10,7 +10,8 @@ replaces, and "sdpa", its default, which has no softmax node: "warp" leaves it
 and "warp+sdpa" rewrites it as matmul, warp_softmax, matmul) and dtype, each
 variant is compiled once with dynamic=True and timed over every batch x seq on
 padded batches (median of interleaved rounds, so machine drift hits all alike).
-Printed per size: milliseconds, inductor / warp (> 1: warp faster), and the
+Printed per size: milliseconds, inductor / warp (> 1: warp faster: the median of
+the rounds' ratios, and their smallest and largest), and the
 share of eager's time spent in softmax, overall and per encoder layer (the
 profiler's softmax events against each layer's wall time). Writes a PNG and
 the figures as JSON beside it.
@@ -42,7 +43,7 @@ def variants(model, attention, inner):
 
 
 def measure(runs, inputs, rounds, round_seconds):
-    """{name: median seconds per call}, the variants interleaved in each round."""
+    """{name: [seconds per call in each round]}, the variants interleaved in each round."""
     times = {name: [] for name in runs}
     for _ in range(rounds):
         for name, run in runs.items():
@@ -51,7 +52,7 @@ def measure(runs, inputs, rounds, round_seconds):
                 run(**inputs)
                 reps += 1
             times[name].append((time.perf_counter() - start) / reps)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return times
 
 
 def softmax_share(model, inputs, reps=3):
@@ -98,11 +99,11 @@ def run_config(attention, dtype_name, sizes, args):
             for run in runs.values():  # compile (the first size) and warm up
                 run(**inputs)
             graphs_first = kernels.backend.stats.graphs if graphs_first is None else graphs_first
-            seconds = measure(runs, inputs, args.rounds, args.round_seconds)
+            per_round = measure(runs, inputs, args.rounds, args.round_seconds)
             share = softmax_share(model, inputs) if attention == "eager" else None
             records += [dict(attention=attention, dtype=dtype_name, batch=batch, seq=seq, impl=name,
-                             seconds=s, softmax_share=share and share[0],
-                             softmax_share_per_layer=share and share[1]) for name, s in seconds.items()]
+                             seconds=statistics.median(s), rounds=s, softmax_share=share and share[0],
+                             softmax_share_per_layer=share and share[1]) for name, s in per_round.items()]
     stats = kernels.backend.stats
     # One graph per warp variant, compiled at the first size: more at the end means recompiles.
     compile_note = dict(graphs_first_size=graphs_first, graphs_all_sizes=stats.graphs,
@@ -110,21 +111,29 @@ def run_config(attention, dtype_name, sizes, args):
     return records, compile_note
 
 
+def ratio_text(row, other):
+    """Inductor's time over `other`'s: the median of the rounds' ratios (each round runs
+    both within seconds, so drift between rounds cancels), then the smallest and largest."""
+    if other not in row:
+        return "-"
+    ratios = sorted(b / o for b, o in zip(row["inductor"]["rounds"], row[other]["rounds"]))
+    return "%.3f (%.3f-%.3f)" % (statistics.median(ratios), ratios[0], ratios[-1])
+
+
 def table(records):
     rows = {}
     for r in records:
         rows.setdefault((r["attention"], r["dtype"], r["batch"], r["seq"]), {})[r["impl"]] = r
-    lines = ["%-6s %-9s %5s %4s %9s %9s %9s %10s %8s %8s  %s" % (
-        "attn", "dtype", "batch", "seq", "eager ms", "induc ms", "warp ms", "warp+sdpa", "ind/warp",
-        "ind/w+s", "softmax share (per layer)")]
+    lines = ["%-6s %-9s %5s %4s %9s %9s %9s %10s %-19s %-19s  %s" % (
+        "attn", "dtype", "batch", "seq", "eager ms", "induc ms", "warp ms", "warp+sdpa",
+        "ind/warp (min-max)", "ind/w+s (min-max)", "softmax share (per layer)")]
     for (attention, dtype, batch, seq), r in rows.items():
         ms = {k: v["seconds"] * 1e3 for k, v in r.items()}
         share = r["eager"]["softmax_share"]
         layers = r["eager"]["softmax_share_per_layer"]
-        lines.append("%-6s %-9s %5d %4d %9.1f %9.1f %9.1f %10s %8.3f %8s  %s" % (
+        lines.append("%-6s %-9s %5d %4d %9.1f %9.1f %9.1f %10s %-19s %-19s  %s" % (
             attention, dtype, batch, seq, ms["eager"], ms["inductor"], ms["warp"],
-            "%.1f" % ms["warp+sdpa"] if "warp+sdpa" in ms else "-", ms["inductor"] / ms["warp"],
-            "%.3f" % (ms["inductor"] / ms["warp+sdpa"]) if "warp+sdpa" in ms else "-",
+            "%.1f" % ms["warp+sdpa"] if "warp+sdpa" in ms else "-", ratio_text(r, "warp"), ratio_text(r, "warp+sdpa"),
             "%.1f%% (%s)" % (100 * share, " ".join("%.1f" % (100 * s) for s in layers)) if share else "-"))
     return "\n".join(lines)
 
