@@ -4,6 +4,8 @@
     bazel run //kernels:bench_model -- --full                  # batch 8-64 x seq 128-512
     bazel run //kernels:bench_model -- --batches 8 16 --seqs 128 256 --dtypes bfloat16 --threads 1
     bazel run //kernels:bench_model -- --backend-inner aot_eager   # warp hands its graph to aot_eager
+    bazel run //kernels:bench_model -- --dtypes float32 --attention eager --rounds 300 --round-seconds 0
+                                            # one call of each a round: the tightest interval
 
 For each attention implementation (transformers' "eager", whose softmax the pass
 replaces, and "sdpa", its default, which has no softmax node: "warp" leaves it
@@ -11,7 +13,7 @@ and "warp+sdpa" rewrites it as matmul, warp_softmax, matmul) and dtype, each
 variant is compiled once with dynamic=True and timed over every batch x seq on
 padded batches (median of interleaved rounds, so machine drift hits all alike).
 Printed per size: milliseconds, inductor / warp (> 1: warp faster: the median of
-the rounds' ratios, and their smallest and largest), and the
+the rounds' ratios and its 95% bootstrap interval), and the
 share of eager's time spent in softmax, overall and per encoder layer (the
 profiler's softmax events against each layer's wall time). Writes a PNG and
 the figures as JSON beside it.
@@ -20,6 +22,7 @@ the figures as JSON beside it.
 import argparse
 import json
 import os
+import random
 import statistics
 import time
 
@@ -43,10 +46,11 @@ def variants(model, attention, inner):
 
 
 def measure(runs, inputs, rounds, round_seconds):
-    """{name: [seconds per call in each round]}, the variants interleaved in each round."""
+    """{name: [seconds per call in each round]}, the variants interleaved in each round,
+    every other round in reverse order (so no variant always follows the same one)."""
     times = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
+    for k in range(rounds):
+        for name, run in list(runs.items())[::1 if k % 2 == 0 else -1]:
             reps, start = 0, time.perf_counter()
             while reps == 0 or time.perf_counter() - start < round_seconds:
                 run(**inputs)
@@ -113,25 +117,28 @@ def run_config(attention, dtype_name, sizes, args):
 
 def ratio_text(row, other):
     """Inductor's time over `other`'s: the median of the rounds' ratios (each round runs
-    both within seconds, so drift between rounds cancels), then the smallest and largest."""
+    both within seconds, so drift between rounds cancels) and its 95% bootstrap
+    interval: where the interval holds 1, the two are equal within this run's noise."""
     if other not in row:
         return "-"
-    ratios = sorted(b / o for b, o in zip(row["inductor"]["rounds"], row[other]["rounds"]))
-    return "%.3f (%.3f-%.3f)" % (statistics.median(ratios), ratios[0], ratios[-1])
+    ratios = [b / o for b, o in zip(row["inductor"]["rounds"], row[other]["rounds"])]
+    draw = random.Random(0)
+    medians = sorted(statistics.median(draw.choices(ratios, k=len(ratios))) for _ in range(2000))
+    return "%.3f [%.3f, %.3f]" % (statistics.median(ratios), medians[50], medians[1949])
 
 
 def table(records):
     rows = {}
     for r in records:
         rows.setdefault((r["attention"], r["dtype"], r["batch"], r["seq"]), {})[r["impl"]] = r
-    lines = ["%-6s %-9s %5s %4s %9s %9s %9s %10s %-19s %-19s  %s" % (
+    lines = ["%-6s %-9s %5s %4s %9s %9s %9s %10s %-21s %-21s  %s" % (
         "attn", "dtype", "batch", "seq", "eager ms", "induc ms", "warp ms", "warp+sdpa",
-        "ind/warp (min-max)", "ind/w+s (min-max)", "softmax share (per layer)")]
+        "ind/warp [95%]", "ind/w+s [95%]", "softmax share (per layer)")]
     for (attention, dtype, batch, seq), r in rows.items():
         ms = {k: v["seconds"] * 1e3 for k, v in r.items()}
         share = r["eager"]["softmax_share"]
         layers = r["eager"]["softmax_share_per_layer"]
-        lines.append("%-6s %-9s %5d %4d %9.1f %9.1f %9.1f %10s %-19s %-19s  %s" % (
+        lines.append("%-6s %-9s %5d %4d %9.1f %9.1f %9.1f %10s %-21s %-21s  %s" % (
             attention, dtype, batch, seq, ms["eager"], ms["inductor"], ms["warp"],
             "%.1f" % ms["warp+sdpa"] if "warp+sdpa" in ms else "-", ratio_text(r, "warp"), ratio_text(r, "warp+sdpa"),
             "%.1f%% (%s)" % (100 * share, " ".join("%.1f" % (100 * s) for s in layers)) if share else "-"))
@@ -174,7 +181,8 @@ def main(argv=None):
     parser.add_argument("--dtypes", nargs="+", choices=["float32", "bfloat16"], default=["float32", "bfloat16"])
     parser.add_argument("--attention", nargs="+", choices=["eager", "sdpa"], default=["eager", "sdpa"])
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per size")
-    parser.add_argument("--round-seconds", type=float, default=0.3, help="seconds per variant per round")
+    parser.add_argument("--round-seconds", type=float, default=0.3,
+                        help="seconds per variant per round (0: one call each, the finest interleaving)")
     parser.add_argument("--backend-inner", default="inductor",
                         help="the backend the warp variants hand their graph to (e.g. aot_eager)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
