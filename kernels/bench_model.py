@@ -122,9 +122,9 @@ def ratio_text(row, other):
     if other not in row:
         return "-"
     ratios = [b / o for b, o in zip(row["inductor"]["rounds"], row[other]["rounds"])]
-    draw = random.Random(0)
-    medians = sorted(statistics.median(draw.choices(ratios, k=len(ratios))) for _ in range(2000))
-    return "%.3f [%.3f, %.3f]" % (statistics.median(ratios), medians[50], medians[1949])
+    draw, n = random.Random(0), 2000
+    medians = sorted(statistics.median(draw.choices(ratios, k=len(ratios))) for _ in range(n))
+    return "%.3f [%.3f, %.3f]" % (statistics.median(ratios), medians[int(0.025 * n)], medians[int(0.975 * n) - 1])
 
 
 def table(records):

@@ -292,8 +292,8 @@ TORCH_LIBRARY(kernels, m) {
   // Every operator takes inputs of any strides, and says so: without the tag
   // inductor gives a custom operator each input in the exact strides it was
   // traced with, and copies an input it has not yet written out once per call,
-  // so BERT's one attention mask (8x1x256x256 floats) was written six times a
-  // forward, once for each layer's softmax, and faulted in anew each time.
+  // so BERT's one attention mask (8x1x256x256 floats) was computed into six
+  // fresh buffers a forward, one for each layer's softmax.
   const std::vector<at::Tag> any_strides = {at::Tag::flexible_layout};
   m.def("warp_softmax(Tensor self, int dim=-1) -> Tensor", any_strides);
   m.def("warp_softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor", any_strides);
