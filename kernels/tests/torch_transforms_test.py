@@ -137,5 +137,44 @@ def test_records_a_graph_and_a_tangent_exactly_where_torch_does(name, grad_mode,
     assert got[:2] == want[:2]
     torch.testing.assert_close(got[2:], want[2:])
     if grad_mode and requires_grad:
-        assert type(ours(*[inputs((3, 5), dtype=torch.float64).requires_grad_()] * arity).grad_fn
-                    ).__name__.startswith("warp_")
+        # What a user sees names the operator on either path: grad_fn=<warp_softmaxBackward>
+        # from the Python Function, grad_fn=<CppNode<warp_softmaxBackward>> from the C++ node
+        # that plain eager reverse mode records (the backward operators keep the Function).
+        out = ours(*[inputs((3, 5), dtype=torch.float64).requires_grad_()] * arity)
+        node = "warp_" + name.replace("masked", "softmax_masked") + "Backward"
+        cpp = name != "softmax_backward"
+        assert ("grad_fn=<CppNode<%s>>" if cpp else "grad_fn=<%s>") % node in repr(out)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "masked"])
+def test_eager_nodes_match_the_function_and_torch_to_second_order(name):
+    """Plain eager reverse mode records torch_autograd.cc's C++ node; torch.func.vjp takes
+    the Python Function. Both give torch's first and second derivatives, and the C++ node
+    keeps autograd's checks: the saved output changed in place, a graph already freed."""
+    ours, theirs, arity = _RECORDING[name]
+    args = [inputs((4, 1, 6), dtype=torch.float64, seed=0).requires_grad_()]
+    if arity == 2:  # a float mask broadcast over dim 1, with a padded tail
+        mask = inputs((4, 3, 6), dtype=torch.float64, seed=1)[:, :1].clone()
+        mask[2, :, 4:] = float("-inf")
+        args = [inputs((4, 3, 6), dtype=torch.float64, seed=0).requires_grad_(), mask.requires_grad_()]
+    v = inputs(tuple(args[0].shape), dtype=torch.float64, seed=2)
+
+    def second_order(f, *a):  # the gradients and the gradient of their weighted sum
+        first = torch.autograd.grad(f(*a), a, v, create_graph=True)
+        return first + torch.autograd.grad(sum((g * g.detach().sin()).sum() for g in first), a)
+
+    got = second_order(ours, *args)
+    want = second_order(theirs, *args)
+    out = ours(*args)
+    assert "CppNode" in out.grad_fn.name()
+    via_function = torch.func.vjp(ours, *args)[1](v)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(via_function, want[:arity])
+
+    out.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
+    out = ours(*args)
+    out.sum().backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        out.sum().backward()
