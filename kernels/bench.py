@@ -4,12 +4,15 @@
     bazel run //kernels:bench -- --isa avx2 --threads 2 --dtypes float32
     bazel run //kernels:bench -- --device cuda --dtypes bfloat16 --plot gpu.png
 
-For each rows x cols: forward, backward and masked latency of each implementation
-("masked": attention's softmax(x * 0.125 + mask) with a mask row shared by all
-rows, warp_softmax_masked against torch's ops and their torch.compile)
-(median of interleaved rounds: the machine's speed drifts, and interleaving
-exposes all of them to the same drift), effective bandwidth (forward and
-masked move 2 * numel * itemsize bytes, backward 3 *), the speedup of warp_softmax over
+For each rows x cols: forward, backward, masked and training latency of each
+implementation ("masked": attention's softmax(x * 0.125 + mask) with a mask row
+shared by all rows, warp_softmax_masked against torch's ops and their
+torch.compile; "training": eager autograd as a training step runs it, the
+forward recording its node on an input that requires grad, then
+torch.autograd.grad through it) (median of interleaved rounds: the machine's
+speed drifts, and interleaving exposes all of them to the same drift),
+effective bandwidth (forward and masked move 2 * numel * itemsize bytes,
+backward 3 *, training 5 *), the speedup of warp_softmax over
 each peer, and warp_softmax's time over a plain copy of the same data (the
 memory floor). On the CPU each instruction-set level (--isa) runs in its own
 process with torch held to the same level (ATEN_CPU_CAPABILITY), so every
@@ -31,6 +34,8 @@ import time
 
 SIZES = [(4096, 1024), (1024, 4096), (256, 32768), (64, 131072)]
 IMPLS = ("warp_softmax", "torch.softmax", "torch.compile", "copy")
+# Each pass, with the bytes it moves in units of numel * itemsize.
+PASSES = {"forward": 2, "backward": 3, "masked": 2, "training": 5}
 # glibc reads these at start-up. MALLOC_MMAP_THRESHOLD_ cannot do it: glibc
 # ignores values over 32 MiB, and a 256x32768 float32 tensor is 32 MiB.
 _MALLOC_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}
@@ -66,6 +71,7 @@ def measure(rows, cols, dtype, device, rounds, round_seconds):
     x = torch.randn(rows, cols, device=device).to(dtype)
     g = torch.randn(rows, cols, device=device).to(dtype)
     y = torch.softmax(x, -1)
+    xg = x.detach().requires_grad_()
     mask = torch.zeros(cols, device=device).to(dtype)
     mask[cols // 2:] = float("-inf")  # a padded sequence
     # Each size compiles anew: these lambdas share their code objects across calls, and
@@ -87,11 +93,15 @@ def measure(rows, cols, dtype, device, rounds, round_seconds):
         ("masked", "torch.softmax"): lambda: torch.softmax(x * 0.125 + mask, -1),
         ("masked", "torch.compile"): lambda: compiled_masked(x, mask),
         ("masked", "copy"): lambda: x.clone(),
+        ("training", "warp_softmax"): lambda: torch.autograd.grad(kernels.warp_softmax(xg, -1), xg, g),
+        ("training", "torch.softmax"): lambda: torch.autograd.grad(torch.softmax(xg, -1), xg, g),
+        ("training", "torch.compile"): lambda: torch.autograd.grad(compiled_fwd(xg), xg, g),
+        ("training", "copy"): lambda: x.clone(),
     }
     if device == "cpu" and torch.backends.cpu.get_cpu_capability() == "DEFAULT":
         # Inductor's C++ for ATEN_CPU_CAPABILITY=default does not compile (torch 2.13: it
         # emits at::vec code without its header), so the baseline level has no compile peer.
-        for direction in ("forward", "backward", "masked"):
+        for direction in PASSES:
             del impls[(direction, "torch.compile")]
     run = _timer(device)
     reps = {}
@@ -112,7 +122,7 @@ def report(results, dtype_size):
     lines = ["%-14s %-9s %-14s %10s %9s %12s" % ("size", "pass", "impl", "time us", "GB/s",
                                                 "warp faster")]
     for (rows, cols), r in results.items():
-        for direction, moved in (("forward", 2), ("backward", 3), ("masked", 2)):
+        for direction, moved in PASSES.items():
             ours = r[(direction, "warp_softmax")]
             for impl in IMPLS:
                 if (direction, impl) not in r:
@@ -133,19 +143,20 @@ def summary(records):
     for rec in records:
         by.setdefault((rec["isa"], rec["threads"], rec["dtype"], rec["rows"], rec["cols"]), {})[
             (rec["pass"], rec["impl"])] = rec["seconds"]
-    lines = ["%-9s %-3s %-9s %-11s %10s %10s %10s %10s %10s %10s %10s" % (
+    lines = ["%-9s %-3s %-9s %-11s %10s %10s %10s %10s %10s %10s %10s %10s" % (
         "isa", "thr", "dtype", "size", "fwd/torch", "fwd/compl", "fwd:copy", "bwd/torch", "bwd:copy",
-        "msk/torch", "msk/compl")]
+        "msk/torch", "msk/compl", "trn/torch")]
     for (isa, threads, dtype, rows, cols), r in sorted(by.items()):
         fwd, bwd = r[("forward", "warp_softmax")], r[("backward", "warp_softmax")]
         masked = r[("masked", "warp_softmax")]
         compiled = {d: r.get((d, "torch.compile")) for d in ("forward", "masked")}
-        lines.append("%-9s %-3d %-9s %-11s %9.2fx %10s %9.2fx %9.2fx %9.2fx %9.2fx %10s" % (
+        lines.append("%-9s %-3d %-9s %-11s %9.2fx %10s %9.2fx %9.2fx %9.2fx %9.2fx %10s %9.2fx" % (
             isa, threads, dtype, "%dx%d" % (rows, cols), r[("forward", "torch.softmax")] / fwd,
             "%.2fx" % (compiled["forward"] / fwd) if compiled["forward"] else "n/a",
             fwd / r[("forward", "copy")], r[("backward", "torch.softmax")] / bwd,
             bwd / r[("backward", "copy")], r[("masked", "torch.softmax")] / masked,
-            "%.2fx" % (compiled["masked"] / masked) if compiled["masked"] else "n/a"))
+            "%.2fx" % (compiled["masked"] / masked) if compiled["masked"] else "n/a",
+            r[("training", "torch.softmax")] / r[("training", "warp_softmax")]))
     return ("speedup of warp_softmax (x = times faster; 'copy' columns: warp's time over a copy's)\n"
             + "\n".join(lines))
 
@@ -156,8 +167,8 @@ def plot(results, path, title):
     import matplotlib.pyplot as plt
 
     labels = ["%dx%d" % size for size in results]
-    fig, axes = plt.subplots(1, 3, figsize=(17, 4.5), sharey=True)
-    for ax, direction in zip(axes, ("forward", "backward", "masked")):
+    fig, axes = plt.subplots(1, len(PASSES), figsize=(22, 4.5), sharey=True)
+    for ax, direction in zip(axes, PASSES):
         width = 0.2
         for k, impl in enumerate(IMPLS):
             values = [r.get((direction, impl), float("nan")) * 1e3 for r in results.values()]
