@@ -80,7 +80,8 @@ def _fake_masked_(x, mask=None, scale=1.0, dim=-1):
 
 
 # Autograd: one autograd.Function per operator, registered as its Autograd
-# kernel (behind torch_autograd.cc's C++ fast path for CPU and CUDA tensors).
+# kernel (behind torch_autograd.cc's C++ kernels for CPU and CUDA tensors, which
+# take calls that need no autograd, and plain eager reverse mode, out of Python).
 # torch.library.register_autograd builds the same kind of kernel but with no
 # forward derivative (a dual input's tangent was silently dropped) and
 # a ctx-in-forward Function that torch.func.grad/jacrev refuse; these have
@@ -192,8 +193,9 @@ def _function(name):
     def kernel(*args):
         # Outside autograd (no input requires grad, no forward-AD context) the
         # Function's bookkeeping is skipped. CPU and CUDA tensors reach this
-        # kernel only when a gradient can flow: torch_autograd.cc's C++ kernel
-        # takes their other calls below autograd without entering Python.
+        # kernel only under forward mode, torch.func transforms, dispatch modes
+        # and tensor subclasses (torch.compile's among them), and for the backward
+        # operators' recorded calls: torch_autograd.cc's C++ kernel takes the rest.
         if fwAD._current_level >= 0:
             _refuse_nested_jvp(name)
         if fwAD._current_level >= 0 or (torch.is_grad_enabled() and torch._C._any_requires_grad(*args)):
