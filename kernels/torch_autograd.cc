@@ -73,11 +73,16 @@ bool plain_eager(const c10::OperatorHandle& op, const torch::jit::Stack& stack) 
   return true;
 }
 
-// The operator's own CPU/CUDA kernel on `args`. As torch's own fallbacks do:
-// the ops the kernel calls (contiguous, empty_like) skip autograd too.
-at::Tensor below_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack args) {
+// The operator's own CPU/CUDA kernel on the stack's arguments, leaving its
+// result there. As torch's own fallbacks do: the ops the kernel calls
+// (contiguous, empty_like) skip autograd too.
+void run_below_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   at::AutoDispatchBelowADInplaceOrView guard;
-  op.redispatchBoxed(keys & c10::after_autograd_keyset, &args);
+  op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
+}
+
+at::Tensor below_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack args) {
+  run_below_autograd(op, keys, &args);
   return args[0].toTensor();
 }
 
@@ -173,11 +178,9 @@ bool record_in_cpp(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torc
 
 void autograd_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   switch (needs(op, *stack)) {
-    case Needs::kNothing: {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
+    case Needs::kNothing:
+      run_below_autograd(op, keys, stack);
       return;
-    }
     case Needs::kReverse:
       if (plain_eager(op, *stack) && record_in_cpp(op, keys, stack)) return;
       break;
