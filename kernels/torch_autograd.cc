@@ -106,8 +106,12 @@ at::Tensor backward_op(bool log, const at::Tensor& g, const at::Tensor& y, int64
 // shows grad_fn=<CppNode<warp_softmaxBackward>> (from a namespace, the name
 // would end "warp_softmaxBackward>"). backward returns one entry per forward
 // argument after ctx (op and keys included), undefined where none flows.
+// is_traceable: compiled autograd may trace the backward (it calls the
+// backward operator, whose fake kernel ops.py registers); otherwise it runs
+// each node eagerly, a graph break that fullgraph=True refuses.
 template <class Node, bool kLog>
 struct RowSoftmax : torch::autograd::Function<Node> {
+  static constexpr bool is_traceable = true;
   static at::Tensor forward(AutogradContext* ctx, const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                             const at::Tensor& x, int64_t dim) {
     at::Tensor y = below_autograd(op, keys, {x, dim});
@@ -128,6 +132,7 @@ struct warp_log_softmaxBackward : RowSoftmax<warp_log_softmaxBackward, true> {};
 // softmax(z) with z = x * scale + mask: dz as softmax's, dx = scale * dz, and
 // the mask's gradient dz summed over the dims it was broadcast along.
 struct warp_softmax_maskedBackward : torch::autograd::Function<warp_softmax_maskedBackward> {
+  static constexpr bool is_traceable = true;
   static at::Tensor forward(AutogradContext* ctx, const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                             const at::Tensor& x, const std::optional<at::Tensor>& mask,
                             const at::Scalar& scale, int64_t dim) {

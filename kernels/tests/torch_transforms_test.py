@@ -178,3 +178,22 @@ def test_eager_nodes_match_the_function_and_torch_to_second_order(name):
     out.sum().backward()
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         out.sum().backward()
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "masked"])
+def test_compiled_autograd_runs_the_eager_nodes(name):
+    """Compiled autograd (torch.compile over a backward) traces the graph an eager forward
+    recorded, so the C++ nodes must describe themselves to it: it gives torch's gradients."""
+    from torch._dynamo import compiled_autograd
+    ours, theirs, arity = _RECORDING[name]
+    shapes = [(4, 3, 6), (4, 1, 6)][:arity]
+    grads = {}
+    for f in (ours, theirs):
+        args = [inputs(shape, dtype=torch.float64, seed=k).requires_grad_() for k, shape in enumerate(shapes)]
+        out = f(*args)
+        assert ("CppNode" in out.grad_fn.name()) == (f is ours)
+        torch._dynamo.reset()
+        with compiled_autograd._enable(torch.compile(backend="eager", fullgraph=True)):
+            (out * inputs(shapes[0], dtype=torch.float64, seed=5)).sum().backward()
+        grads[f] = [a.grad for a in args]
+    torch.testing.assert_close(grads[ours], grads[theirs])
