@@ -64,7 +64,7 @@ RULES = {
     ops.Tanh: lambda args, out, t: t[0] * (1 - out * out),
     ops.Sigmoid: lambda args, out, t: t[0] * out * (1 - out),
     ops.Log: lambda args, out, t: t[0] / args[0],
-    ops.ReLU: lambda args, out, t: t[0] * ops.Compare.apply(np.greater, out, 0),
+    ops.ReLU: lambda args, out, t: ops.relu_mask(t[0], out),
     ops.Sum: _linear(ops.Sum.apply),
     ops.Mean: _linear(ops.Mean.apply),
     ops.Max: lambda args, out, t: _max_tangent(*args, t[0]),

@@ -142,6 +142,33 @@ def test_max_with_nan_routes_the_gradient_to_the_nan_like_torch():
                                       _grad_of(lambda x: x.max(dim=dim).values.sum(), a, "torch"))
 
 
+def test_relu_gradient_and_tangent_with_nan_and_inf_are_torchs():
+    # torch's threshold_backward: 0 where x <= 0 whatever the incoming NaN or inf, and the
+    # incoming value where x is NaN. First order, under create_graph (recorded), and forward mode.
+    x = np.array([-1.0, 0.0, 2.0, np.nan, -3.0, 1.0])
+    g = np.array([np.nan, np.inf, np.nan, 3.0, -np.inf, 2.0])
+    xt = torch.tensor(x, requires_grad=True)
+    (want,) = torch.autograd.grad(torch.relu(xt), xt, torch.tensor(g))
+    for create_graph in (False, True):
+        xm = minigrad.Tensor(x, requires_grad=True)
+        (got,) = minigrad.grad(F.relu(xm), xm, minigrad.Tensor(g), create_graph=create_graph)
+        np.testing.assert_array_equal(got.data, want.numpy())
+    _, tangent = minigrad.func.jvp(F.relu, (minigrad.Tensor(x),), (minigrad.Tensor(g),))
+    _, want_tangent = torch.func.jvp(torch.relu, (torch.tensor(x),), (torch.tensor(g),))
+    np.testing.assert_array_equal(tangent.data, want_tangent.numpy())
+    # float32 and float16 too (the first-order rule works on their bits), and a broadcast grad.
+    for dtype in (np.float32, np.float16):
+        xm = minigrad.Tensor(x.astype(dtype), requires_grad=True)
+        (got,) = minigrad.grad(F.relu(xm), xm, minigrad.Tensor(g.astype(dtype)))
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got.data, want.numpy().astype(dtype))
+    xm = minigrad.Tensor(x, requires_grad=True)
+    F.relu(xm).sum().backward()
+    np.testing.assert_array_equal(xm.grad.data, [0.0, 0.0, 1.0, 1.0, 0.0, 1.0])
+    with pytest.raises(TypeError, match="relu: complex tensors are not ordered"):
+        F.relu(minigrad.Tensor(np.array([1 + 1j])))
+
+
 def test_max_with_ties_splits_the_gradient_like_torch():
     a = np.array([[3.0, 1.0, 3.0], [0.0, 3.0, 2.0]])
     mine = _grad_of(lambda x: x.max(), a, "mg")
