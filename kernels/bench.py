@@ -14,7 +14,9 @@ speed drifts, and interleaving exposes all of them to the same drift),
 effective bandwidth (forward and masked move 2 * numel * itemsize bytes,
 backward 3 *, training 5 *), the speedup of warp_softmax over
 each peer, and warp_softmax's time over a plain copy of the same data (the
-memory floor). On the CPU each instruction-set level (--isa) runs in its own
+memory floor). The summary's figures are medians of the rounds' ratios, a
+speedup marked ~ where its 95% bootstrap interval holds 1 (kernels/paired.py):
+there this run cannot tell warp_softmax and the peer apart. On the CPU each instruction-set level (--isa) runs in its own
 process with torch held to the same level (ATEN_CPU_CAPABILITY), so every
 level is compared with torch's code for that level. Writes a PNG plot and the
 figures as JSON beside it. Outputs are allocated from the heap and never
@@ -31,6 +33,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from kernels.paired import paired_ratio
 
 SIZES = [(4096, 1024), (1024, 4096), (256, 32768), (64, 131072)]
 IMPLS = ("warp_softmax", "torch.softmax", "torch.compile", "copy")
@@ -64,7 +68,7 @@ def _timer(device):
 
 
 def measure(rows, cols, dtype, device, rounds, round_seconds):
-    """{implementation: seconds} for the forward and backward of one size."""
+    """{(pass, implementation): [seconds a call, one per round]} for one size."""
     import torch
     import kernels
 
@@ -114,7 +118,7 @@ def measure(rows, cols, dtype, device, rounds, round_seconds):
     for _ in range(rounds):
         for key, fn in impls.items():
             times[key].append(run(fn, reps[key]))
-    return {key: statistics.median(t) for key, t in times.items()}
+    return times
 
 
 def report(results, dtype_size):
@@ -138,27 +142,35 @@ def report(results, dtype_size):
 
 
 def summary(records):
-    """One line per configuration and size: warp_softmax's speedups, the goals' figures."""
+    """One line per configuration and size: warp_softmax's speedups, the goals' figures, each
+    the median of the rounds' ratios; a speedup marked ~ has a 95% interval holding 1."""
     by = {}
     for rec in records:
         by.setdefault((rec["isa"], rec["threads"], rec["dtype"], rec["rows"], rec["cols"]), {})[
-            (rec["pass"], rec["impl"])] = rec["seconds"]
+            (rec["pass"], rec["impl"])] = rec["rounds"]
+
+    def speedup(r, direction, peer):
+        if (direction, peer) not in r:
+            return "n/a"
+        median, low, high = paired_ratio(r[(direction, peer)], r[(direction, "warp_softmax")])
+        return "%.2fx%s" % (median, "~" if low <= 1 <= high else "")
+
+    def over_copy(r, direction):
+        return "%.2fx" % paired_ratio(r[(direction, "warp_softmax")], r[(direction, "copy")])[0]
+
     lines = ["%-9s %-3s %-9s %-11s %10s %10s %10s %10s %10s %10s %10s %10s" % (
         "isa", "thr", "dtype", "size", "fwd/torch", "fwd/compl", "fwd:copy", "bwd/torch", "bwd:copy",
         "msk/torch", "msk/compl", "trn/torch")]
     for (isa, threads, dtype, rows, cols), r in sorted(by.items()):
-        fwd, bwd = r[("forward", "warp_softmax")], r[("backward", "warp_softmax")]
-        masked = r[("masked", "warp_softmax")]
-        compiled = {d: r.get((d, "torch.compile")) for d in ("forward", "masked")}
-        lines.append("%-9s %-3d %-9s %-11s %9.2fx %10s %9.2fx %9.2fx %9.2fx %9.2fx %10s %9.2fx" % (
-            isa, threads, dtype, "%dx%d" % (rows, cols), r[("forward", "torch.softmax")] / fwd,
-            "%.2fx" % (compiled["forward"] / fwd) if compiled["forward"] else "n/a",
-            fwd / r[("forward", "copy")], r[("backward", "torch.softmax")] / bwd,
-            bwd / r[("backward", "copy")], r[("masked", "torch.softmax")] / masked,
-            "%.2fx" % (compiled["masked"] / masked) if compiled["masked"] else "n/a",
-            r[("training", "torch.softmax")] / r[("training", "warp_softmax")]))
-    return ("speedup of warp_softmax (x = times faster; 'copy' columns: warp's time over a copy's)\n"
-            + "\n".join(lines))
+        lines.append("%-9s %-3d %-9s %-11s %10s %10s %10s %10s %10s %10s %10s %10s" % (
+            isa, threads, dtype, "%dx%d" % (rows, cols), speedup(r, "forward", "torch.softmax"),
+            speedup(r, "forward", "torch.compile"), over_copy(r, "forward"),
+            speedup(r, "backward", "torch.softmax"), over_copy(r, "backward"),
+            speedup(r, "masked", "torch.softmax"), speedup(r, "masked", "torch.compile"),
+            speedup(r, "training", "torch.softmax")))
+    return ("speedup of warp_softmax (x = times faster; 'copy' columns: warp's time over a copy's;\n"
+            "each the median of the rounds' ratios; ~: its 95% interval holds 1, equal within this "
+            "run's noise)\n" + "\n".join(lines))
 
 
 def plot(results, path, title):
@@ -212,11 +224,12 @@ def run_configs(args, sizes):
         dtype = getattr(torch, dtype_name)
         for rows, cols in tqdm(sizes, desc="%s, %d thread(s), %s" % (isa, threads, dtype_name),
                                unit="size", file=sys.stderr):
-            for (direction, impl), seconds in measure(rows, cols, dtype, args.device, args.rounds,
-                                                     args.round_seconds).items():
+            for (direction, impl), rounds in measure(rows, cols, dtype, args.device, args.rounds,
+                                                    args.round_seconds).items():
                 records.append(dict(isa=isa, aten=torch.backends.cpu.get_cpu_capability(),
                                     threads=threads, dtype=dtype_name, rows=rows, cols=cols,
-                                    impl=impl, seconds=seconds, **{"pass": direction}))
+                                    impl=impl, seconds=statistics.median(rounds), rounds=rounds,
+                                    **{"pass": direction}))
     return records
 
 

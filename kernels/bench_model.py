@@ -22,11 +22,11 @@ the figures as JSON beside it.
 import argparse
 import json
 import os
-import random
 import statistics
 import time
 
 from kernels.bench import cpu_model
+from kernels.paired import paired_ratio
 
 DEFAULT = ([8], [128])
 FULL = ([8, 16, 32, 64], [128, 256, 512])
@@ -121,10 +121,7 @@ def ratio_text(row, other):
     interval: where the interval holds 1, the two are equal within this run's noise."""
     if other not in row:
         return "-"
-    ratios = [b / o for b, o in zip(row["inductor"]["rounds"], row[other]["rounds"])]
-    draw, n = random.Random(0), 2000
-    medians = sorted(statistics.median(draw.choices(ratios, k=len(ratios))) for _ in range(n))
-    return "%.3f [%.3f, %.3f]" % (statistics.median(ratios), medians[int(0.025 * n)], medians[int(0.975 * n) - 1])
+    return "%.3f [%.3f, %.3f]" % paired_ratio(row["inductor"]["rounds"], row[other]["rounds"])
 
 
 def table(records):
