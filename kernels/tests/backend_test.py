@@ -56,7 +56,11 @@ def test_aot_eager_inside_inference_and_training_match_eager():
     grads = [torch.autograd.grad((out * weights).sum(), [x] + list(model.parameters()))
              for out in (ours, ref)]
     for g_ours, g_ref in zip(*grads):
-        torch.testing.assert_close(g_ours, g_ref, rtol=1e-5, atol=1e-6)
+        # float32 sums of terms as large as the gradient's largest entry (up to 8 here) round
+        # by about that times 1e-7, more with the order matmul's threads happen to sum in: on a
+        # loaded machine one element of a 16x16 weight gradient (largest entries 1.8-8) came
+        # 1.07e-6 off.
+        torch.testing.assert_close(g_ours, g_ref, rtol=1e-5, atol=1e-6 * max(1.0, g_ref.abs().max().item()))
     stats = kernels.backend.stats
     assert (stats.graphs, stats.recompiles, stats.graph_breaks, stats.replaced) == (1, 0, 0, 2)
     assert "1 graphs, 0 recompiles, 0 graph breaks, 2 softmax replaced" in str(stats)
