@@ -65,6 +65,9 @@ def masks(rows, cols, seed=0):
         "all_but_last": j < cols - 1,
         "all_but_first": j > 0,
         "random": rng.random((rows, cols)) < 0.9,
+        # whole rows masked among others (padding queries): rows that go two at a time pair one
+        # of each, in both orders
+        "every_third_row": (i % 3 == 1) & (j >= 0),
     }
     if cols > 2 * block:
         patterns["middle_block"] = (j >= block) & (j < 2 * block)
