@@ -9,6 +9,7 @@ probes that environment's interpreter once and generates:
   :python_headers    Python.h and friends;
   :pybind11          pybind11's headers;
   :torch             torch's headers, libc10/libtorch_cpu/libtorch and its ABI define;
+  :torch_python      libtorch_python, torch's Python bindings (THPVariable, its errors);
   :tensorflow        TensorFlow's headers, libtensorflow_framework and its defines;
   flags.bzl          TF_STD_COPTS (TensorFlow's C++ standard) for tools/copts.bzl, and
                      PYTHON_ENV_NAME, the environment's folder name, which
@@ -84,6 +85,12 @@ cc_library(
         "torch/include/torch/csrc/api/include",
     ],
     deps = [":python_headers"],
+)
+
+cc_library(
+    name = "torch_python",
+    srcs = ["torch/lib/libtorch_python.so"],
+    deps = [":torch"],
 )
 
 cc_library(

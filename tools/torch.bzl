@@ -1,4 +1,5 @@
-"""`torch_op_library`: a shared library of PyTorch operators.
+"""`torch_op_library`: a shared library of PyTorch operators; `torch_python_module`: a
+Python module over them.
 
     torch_op_library(
         name = "torch_example_op",
@@ -36,3 +37,18 @@ def torch_op_library(name, srcs, deps = [], copts = [], **kwargs):
         deps = deps + ["@python_env//:torch"],
         **kwargs
     )
+
+def torch_python_module(name, srcs, deps = [], copts = [], **kwargs):
+    """Builds the Python extension module `<name>.so` (PyInit_<name> in `srcs`).
+
+    As torch_op_library, also linked to torch's Python bindings (libtorch_python:
+    THPVariable, torch's translation of C++ errors to Python exceptions).
+
+    Args:
+      name: the module's name.
+      srcs: C++ sources.
+      deps: cc targets it links.
+      copts: extra compiler flags.
+      **kwargs: passed to cc_binary (visibility, tags, target_compatible_with).
+    """
+    torch_op_library(name, srcs, deps + ["@python_env//:torch_python"], copts, **kwargs)

@@ -1,11 +1,14 @@
-"""torch_op_library builds a .so that torch.ops.load_library loads."""
+"""torch_op_library builds a .so that torch.ops.load_library loads; torch_python_module
+a Python module over torch's tensors."""
 
+import importlib.util
 import os
 
 import pytest
 import torch
 
-LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_example_op.so")
+HERE = os.path.dirname(os.path.abspath(__file__))
+LIBRARY = os.path.join(HERE, "torch_example_op.so")
 
 
 @pytest.fixture(scope="module")
@@ -29,3 +32,13 @@ def test_schema_is_registered(op):
 def test_torch_check_becomes_runtime_error(op):
     with pytest.raises(RuntimeError, match="same shape"):
         op(torch.ones(2), torch.ones(3), 1.0)
+
+
+def test_python_module_takes_and_returns_tensors():
+    path = os.path.join(HERE, "torch_example_module.so")
+    spec = importlib.util.spec_from_file_location("torch_example_module", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.testing.assert_close(module.twice(torch.arange(3.0)), torch.tensor([0.0, 2.0, 4.0]))
+    with pytest.raises(RuntimeError, match="expected a float32 tensor, got Long"):
+        module.twice(torch.arange(3))
