@@ -20,6 +20,7 @@ __path__ = pkgutil.extend_path(__path__, __name__)
 
 _LAZY = {name: "kernels.ops" for name in
          ("warp_softmax", "warp_log_softmax", "warp_softmax_masked", "warp_softmax_masked_",
+          "warp_softmax_backward", "warp_log_softmax_backward",
           "cpu_isa", "set_cpu_isa", "cpu_isas_supported")}
 
 

@@ -90,7 +90,7 @@ def measure(rows, cols, dtype, device, rounds, round_seconds):
         ("forward", "torch.softmax"): lambda: torch.softmax(x, -1),
         ("forward", "torch.compile"): lambda: compiled_fwd(x),
         ("forward", "copy"): lambda: x.clone(),
-        ("backward", "warp_softmax"): lambda: torch.ops.kernels.warp_softmax_backward(g, y, -1),
+        ("backward", "warp_softmax"): lambda: kernels.warp_softmax_backward(g, y, -1),
         ("backward", "torch.softmax"): lambda: torch._softmax_backward_data(g, y, -1, dtype),
         ("backward", "torch.compile"): lambda: compiled_bwd(g, y),
         ("backward", "copy"): lambda: x.clone(),

@@ -4,13 +4,16 @@
     y = kernels.warp_softmax(x, dim=-1)        # softmax, CPU or CUDA
     z = kernels.warp_log_softmax(x, dim=-1)    # log-softmax, the same kernels
     a = kernels.warp_softmax_masked(scores, mask, scale=0.125)   # softmax(scores * 0.125 + mask)
+    dx = kernels.warp_softmax_backward(dy, y, dim=-1)            # the backward, as torch._softmax_backward_data
 
-The C++ library (torch_op.cc) defines the schemas and the CPU/CUDA kernels;
-this file registers what torch.library lets Python provide: a fake kernel
-(shapes for torch.compile and meta tensors), autograd in both modes through
-the backward operators, which have autograd too (double backward, hessian),
-so every torch.func transform works on them, torch.vmap rules, and autocast
-(the operators run in the context's autocast dtype, accumulating in float32).
+The C++ library (torch_op.cc) defines the schemas and the CPU/CUDA kernels, and
+the entry module (torch_entry.cc) calls them for the functions below without
+torch.ops' boxed call. This file registers what torch.library lets Python
+provide: a fake kernel (shapes for torch.compile and meta tensors), autograd in
+both modes through the backward operators, which have autograd too (double
+backward, hessian), so every torch.func transform works on them, torch.vmap
+rules, and autocast (the operators run in the context's autocast dtype,
+accumulating in float32).
 
     kernels.cpu_isa()              # "avx512_bf16", "avx512", "avx2" or "baseline": the CPU kernels in use
     kernels.set_cpu_isa("avx2")    # switch (WARP_SOFTMAX_ISA=avx2 does it at start-up)
@@ -24,9 +27,11 @@ from kernels import dims
 from kernels.isa import CpuIsa
 from kernels.library import find
 
-# The C++ schemas must exist before the registrations below refer to them.
+# The C++ schemas must exist before the registrations below (and the entry
+# module, which looks them up) refer to them.
 torch.ops.load_library(find("warp_softmax.so"))
 _ops = torch.ops.kernels
+from kernels import warp_softmax_entry as _entry  # noqa: E402
 _isa = CpuIsa(find("warp_softmax.so"))
 cpu_isa, set_cpu_isa, cpu_isas_supported = _isa.current, _isa.set, _isa.supported
 
@@ -285,14 +290,47 @@ for _name in ("warp_softmax", "warp_log_softmax"):
                            "Autocast" + _device.upper(), with_keyset=True)
 
 
+def _entry_point(name):
+    """torch.ops.kernels.<name>, called through the entry module (torch_entry.cc)
+    where that takes the arguments: plain tensors and an int dim, while Dynamo
+    is not tracing (it must see the torch.ops call; other tracers pass proxies,
+    fake tensors or a mode, which the entry leaves to torch.ops). torch.ops'
+    boxed call costs about 0.7 us more: at 64x64 a third of the backward's time."""
+    fast, op = getattr(_entry, name), getattr(_ops, name)
+    is_compiling = torch.compiler.is_dynamo_compiling  # half is_compiling's 90 ns
+
+    def call(*args):
+        if not is_compiling():
+            result = fast(*args)
+            if result is not NotImplemented:
+                return result
+        return op(*args)
+    return call
+
+
+_softmax, _log_softmax, _softmax_backward, _log_softmax_backward = map(_entry_point, (
+    "warp_softmax", "warp_log_softmax", "warp_softmax_backward", "warp_log_softmax_backward"))
+
+
 def warp_softmax(x, dim=-1):
     """softmax(x) along `dim`, as torch.softmax; differentiable (also forward mode), compilable."""
-    return _ops.warp_softmax(x, dim)
+    return _softmax(x, dim)
 
 
 def warp_log_softmax(x, dim=-1):
     """log_softmax(x) along `dim`, as torch.log_softmax; shares warp_softmax's kernels."""
-    return _ops.warp_log_softmax(x, dim)
+    return _log_softmax(x, dim)
+
+
+def warp_softmax_backward(grad_output, output, dim=-1):
+    """The input's gradient of warp_softmax from the output's (grad_output) and
+    its output, as torch._softmax_backward_data; differentiable (double backward)."""
+    return _softmax_backward(grad_output, output, dim)
+
+
+def warp_log_softmax_backward(grad_output, output, dim=-1):
+    """warp_log_softmax's backward, as torch._log_softmax_backward_data."""
+    return _log_softmax_backward(grad_output, output, dim)
 
 
 def warp_softmax_masked_(x, mask=None, scale=1.0, dim=-1):
