@@ -143,27 +143,41 @@ def table(records):
 
 
 def plot(records, path, title):
+    """Per config (attention, dtype): milliseconds per forward above, and below
+    inductor's time over warp's (the median of the rounds' ratios with its 95%
+    interval: a bar that crosses 1 is equal within the run's noise)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     configs = sorted({(r["attention"], r["dtype"]) for r in records})
-    fig, axes = plt.subplots(1, len(configs), figsize=(5 * len(configs), 4.5), squeeze=False)
-    for ax, (attention, dtype) in zip(axes[0], configs):
+    fig, axes = plt.subplots(2, len(configs), figsize=(5.5 * len(configs), 8), squeeze=False,
+                             sharex="col", gridspec_kw=dict(height_ratios=[3, 2]))
+    for ax, rax, (attention, dtype) in zip(axes[0], axes[1], configs):
         mine = [r for r in records if (r["attention"], r["dtype"]) == (attention, dtype)]
         sizes = sorted({(r["batch"], r["seq"]) for r in mine})
+        at = {(r["batch"], r["seq"], r["impl"]): r for r in mine}
         impls = list(dict.fromkeys(r["impl"] for r in mine))
         width = 0.8 / len(impls)
         for k, impl in enumerate(impls):
-            ms = {(r["batch"], r["seq"]): r["seconds"] * 1e3 for r in mine if r["impl"] == impl}
             ax.bar([i + (k - (len(impls) - 1) / 2) * width for i in range(len(sizes))],
-                   [ms[s] for s in sizes], width, label=impl)
-        ax.set_xticks(range(len(sizes)), ["%dx%d" % s for s in sizes])
+                   [at[s + (impl,)]["seconds"] * 1e3 for s in sizes], width, label=impl)
         ax.set_title("%s attention, %s" % (attention, dtype))
-        ax.set_xlabel("batch x seq")
         ax.set_yscale("log")
         ax.grid(True, axis="y", alpha=0.3)
         ax.legend()
+        others = [o for o in ("warp", "warp+sdpa") if o in impls]
+        for k, other in enumerate(others):
+            ratios = [paired_ratio(at[s + ("inductor",)]["rounds"], at[s + (other,)]["rounds"]) for s in sizes]
+            rax.errorbar([i + (k - (len(others) - 1) / 2) * 0.2 for i in range(len(sizes))],
+                         [m for m, _, _ in ratios], yerr=[[m - lo for m, lo, _ in ratios], [hi - m for m, _, hi in ratios]],
+                         fmt="o", capsize=3, label="inductor / " + other)
+        rax.axhline(1.0, color="gray", linewidth=1)
+        rax.grid(True, axis="y", alpha=0.3)
+        rax.legend()
+        rax.set_xticks(range(len(sizes)), ["%dx%d" % s for s in sizes], rotation=45)
+        rax.set_xlabel("batch x seq")
     axes[0][0].set_ylabel("milliseconds per forward (log, lower is better)")
+    axes[1][0].set_ylabel("inductor's time over warp's\n(> 1: warp faster; 95% interval)")
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
