@@ -1,5 +1,5 @@
 """`torch_op_library`: a shared library of PyTorch operators; `torch_python_module`: a
-Python module over them.
+Python extension module over torch's tensors.
 
     torch_op_library(
         name = "torch_example_op",
