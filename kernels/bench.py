@@ -17,9 +17,9 @@ each peer, and warp_softmax's time over a plain copy of the same data (the
 memory floor). The summary's figures are medians of the rounds' ratios, a
 speedup marked ~ where its 95% bootstrap interval holds 1 (kernels/paired.py):
 there this run cannot tell warp_softmax and the peer apart. On the CPU each
-instruction-set level (--isa) runs in its own
-process with torch held to the same level (ATEN_CPU_CAPABILITY), so every
-level is compared with torch's code for that level. Writes a PNG plot and the
+instruction-set level (--isa) runs in its own process with torch held to the
+same level (ATEN_CPU_CAPABILITY), so every level is compared with torch's code
+for that level. Writes a PNG plot and the
 figures as JSON beside it. Outputs are allocated from the heap and never
 returned to the system (MALLOC_MMAP_MAX_=0, MALLOC_TRIM_THRESHOLD_) for every
 implementation alike, so page faults of fresh pages don't drown the kernels'
