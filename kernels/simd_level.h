@@ -253,7 +253,17 @@ WS_INLINE float lane_max(vf v) {
 WS_INLINE float lane_sum(vf v) {
   return lane_reduce(v, [](__m128 a, __m128 b) { return _mm_add_ps(a, b); });
 }
-WS_INLINE vf vmax(vf a, vf b) { return a > b ? a : b; }  // one vmaxps; NaN in a is dropped
+// a > b ? a : b, as one vmaxps: NaN in a is dropped. Written as the select, GCC made
+// some (the exp's clamp) a compare and a blend.
+WS_INLINE vf vmax(vf a, vf b) {
+#if defined(__AVX512F__)
+  return _mm512_max_ps(a, b);
+#elif defined(__AVX__)
+  return _mm256_max_ps(a, b);
+#else
+  return _mm_max_ps(a, b);
+#endif
+}
 
 // exp(x) for x <= 0: 2^n * e^r with n = round(x / ln 2) and |r| <= ln(2)/2.
 // e^r is a degree-5 polynomial fitted for least maximum relative error on that
