@@ -272,8 +272,8 @@ WS_INLINE vf vmax(vf a, vf b) {
 // (NaN passes the clamp), where n = -127. n comes from adding 1.5 * 2^23 +
 // 127, which leaves n + 127 as the low bits of the float: shifted left by 23
 // they are the bits of 2^n, which is exactly 0 for n = -127, so exp(-inf) = 0
-// as masked softmax inputs need, with no select. 13 vector operations per
-// vector; the hot loops are bound by them.
+// as masked softmax inputs need, with no select. 12 vector operations per
+// vector (the clamp one vmaxps: see vmax), most of the hot loops' arithmetic.
 WS_INLINE vf exp_nonpositive(vf x) {
   const vf xc = vmax(splat(-88.0f), x);
   const vf biased = xc * 1.44269504088896341f + (12582912.0f + 127.0f);
