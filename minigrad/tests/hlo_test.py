@@ -72,6 +72,18 @@ def test_jit_is_compiled_once_per_signature_and_reruns_on_new_data():
     assert len(calls) == 2 and len(j.compiled) == 2
 
 
+def test_jit_traces_again_for_another_container_of_the_same_arrays():
+    # The output's structure can follow the input's: a program traced for a list must not
+    # answer a tuple (or a dict with other keys) with a list.
+    j = hlo.jit(lambda ps: type(ps)(p * 2 for p in ps) if not isinstance(ps, dict)
+                else {k: v * 2 for k, v in ps.items()})
+    a = np.ones(3)
+    assert isinstance(j([a, a]), list)
+    assert isinstance(j((a, a)), tuple)
+    assert set(j({"w": a, "b": a})) == {"w", "b"} and set(j({"u": a, "v": a})) == {"u", "v"}
+    assert len(j.compiled) == 4
+
+
 def test_jit_outputs_fed_back_stay_on_the_device_and_inputs_changed_in_place_are_seen():
     """The dispatch fast path (hlo.load): an output passed back in is used as its device
     buffer, without a transfer; every other array is copied in on each call."""
