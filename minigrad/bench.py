@@ -9,7 +9,10 @@ A step is forward, cross-entropy, backward and an SGD update, on the CPU in
 float32, at each batch size. The jit step is the same step traced into
 StableHLO and compiled by XLA (minigrad.hlo). Implementations are timed in
 interleaved rounds (the machine's speed drifts; interleaving exposes all of
-them to the same drift), and the median round is reported with the ratios. The
+them to the same drift): the times are the median round's, each ratio the
+median of the rounds' ratios with its 95% bootstrap interval (kernels/paired.py),
+so that drift between rounds cancels and a run says when it cannot tell two
+implementations apart. The
 NumPy step is the floor for any NumPy engine: the same arithmetic with no
 graph at all. --threads caps the BLAS, torch and XLA thread pools (default 1:
 on a shared 2-core machine, spinning thread pools measure the load, not the code).
@@ -26,6 +29,7 @@ import time
 
 import numpy as np
 
+from kernels.paired import paired_ratio
 from minigrad import functional as F
 from minigrad import func, hlo, nn, optim
 from minigrad.tensor import Tensor
@@ -160,7 +164,7 @@ def _batch(batch, hidden):
 
 
 def measure(steps, rounds, round_seconds, progress, clock=time.perf_counter):
-    """Median seconds (by `clock`) per call of each function in `steps`, over interleaved rounds."""
+    """Seconds (by `clock`) per call of each function in `steps`, one figure per interleaved round."""
     for step in steps.values():
         step()  # the first call compiles the jit step: counted below, it would size that round to 5 steps
     counts = {name: max(5, time_steps(step, round_seconds)) for name, step in steps.items()}  # warm-up
@@ -173,7 +177,12 @@ def measure(steps, rounds, round_seconds, progress, clock=time.perf_counter):
                 step()
             times[name].append((clock() - start) / n)
         progress.update()
-    return {name: statistics.median(t) for name, t in times.items()}
+    return times
+
+
+def _ratio(numerators, denominators):
+    median, low, high = paired_ratio(numerators, denominators)
+    return "%.2fx (%.2f-%.2f)" % (median, low, high)
 
 
 def _limit_threads(threads):
@@ -223,22 +232,25 @@ def main(argv=None):
             x, y, sizes = _batch(args.per_example_batch, args.hidden)
             per_example = measure(per_example_grads(x, y, sizes, 0), args.rounds, args.round_seconds,
                                   bar, clock)
-    print("\none training step (forward, backward, SGD)")
-    print("%8s %12s %12s %12s %12s %15s %15s %13s" % (
+    med = statistics.median
+    print("\none training step (forward, backward, SGD); ratios: median of the rounds' and its 95% interval")
+    print("%6s %11s %8s %9s %9s %21s %21s %21s" % (
         "batch", "minigrad us", "jit us", "torch us", "numpy us", "minigrad/torch",
         "minigrad/numpy", "jit/numpy"))
     for batch, t in results.items():
         mg, jit, th, npy = (t[k] for k in ("minigrad", "minigrad jit", "torch eager", "numpy by hand"))
-        print("%8d %12.1f %12.1f %12.1f %12.1f %14.2fx %14.2fx %12.2fx"
-              % (batch, mg * 1e6, jit * 1e6, th * 1e6, npy * 1e6, mg / th, mg / npy, jit / npy))
+        print("%6d %11.1f %8.1f %9.1f %9.1f %21s %21s %21s"
+              % (batch, med(mg) * 1e6, med(jit) * 1e6, med(th) * 1e6, med(npy) * 1e6,
+                 _ratio(mg, th), _ratio(mg, npy), _ratio(jit, npy)))
     if args.per_example_batch:
         t = per_example
         vm, tv, loop = (t[k] for k in ("minigrad vmap(grad)", "torch.func vmap(grad)",
                                        "minigrad loop of grad"))
         print("\nper-example gradients of the MLP, batch %d" % args.per_example_batch)
-        print("%16s %16s %12s %18s %20s" % ("vmap(grad) us", "torch.func us", "loop us",
-                                            "loop/vmap(grad)", "vmap(grad)/torch.func"))
-        print("%16.1f %16.1f %12.1f %17.2fx %19.2fx" % (vm * 1e6, tv * 1e6, loop * 1e6, loop / vm, vm / tv))
+        print("%13s %13s %9s %21s %21s" % ("vmap(grad) us", "torch.func us", "loop us",
+                                           "loop/vmap(grad)", "vmap(grad)/torch.func"))
+        print("%13.1f %13.1f %9.1f %21s %21s" % (med(vm) * 1e6, med(tv) * 1e6, med(loop) * 1e6,
+                                                _ratio(loop, vm), _ratio(vm, tv)))
 
 
 if __name__ == "__main__":
