@@ -265,17 +265,46 @@ WS_INLINE vf vmax(vf a, vf b) {
 #endif
 }
 
-// exp(x) for x <= 0: 2^n * e^r with n = round(x / ln 2) and |r| <= ln(2)/2.
-// e^r is a degree-5 polynomial fitted for least maximum relative error on that
-// interval (9.2e-8 in exact arithmetic, 1.4 ulp evaluated in float32; a
-// degree-6 Taylor polynomial, one FMA more, was 2.0 ulp). x is clamped at -88
-// (NaN passes the clamp), where n = -127. n comes from adding 1.5 * 2^23 +
-// 127, which leaves n + 127 as the low bits of the float: shifted left by 23
-// they are the bits of 2^n, which is exactly 0 for n = -127, so exp(-inf) = 0
-// as masked softmax inputs need, with no select. 12 vector operations per
-// vector (the clamp one vmaxps: see vmax), most of the hot loops' arithmetic.
+// exp(x) for x <= 0. x is clamped at -88 (NaN passes the clamp), and the
+// power of two 2^k is built from the low bits of a float to which 1.5 * 2^23
+// plus the exponent bias was added: shifted into the exponent field they are
+// exactly 0 at the clamp, so exp(-inf) = 0 as masked softmax inputs need, with
+// no select. Most of the hot loops' arithmetic.
+//
+// AVX2: 2^(n/8) * e^r with n = round(8x / ln 2), |r| <= ln(2)/16: 2^(n/8) is
+// 2^k (k = floor(n/8)) times 2^(j/8), j = n mod 8, read from a register by
+// one vpermps (it takes the index's low three bits), and e^r a degree-3
+// polynomial (relative error 2.5e-8 in exact arithmetic). Against the
+// degree-5 form below: two multiply-adds fewer and a shorter chain, 3-6%
+// less time for the forward pass (AMD EPYC Zen 3, 4x1024 to 256x32768,
+// both builds in one process with their loops aligned alike), and over every
+// 16th float32 in [-87.3, 0] against double exp a maximum error of 1.93 ulp
+// and a mean of 0.078 (degree 5: 2.00 and 0.096). The other levels keep the
+// degree-5 form: SSE2 has no variable permute, and no AVX-512 machine was at
+// hand to measure one with a 16-entry table.
+//
+// Other levels: 2^n * e^r with n = round(x / ln 2), |r| <= ln(2)/2, e^r a
+// degree-5 polynomial fitted for least maximum relative error (9.2e-8 in
+// exact arithmetic); a degree-6 Taylor polynomial, one FMA more, was less
+// accurate. 12 vector operations per vector (the clamp one vmaxps: see vmax),
+// 9 of them on the multiply pipes; the AVX2 form has 13, 8 on those pipes.
 WS_INLINE vf exp_nonpositive(vf x) {
   const vf xc = vmax(splat(-88.0f), x);
+#if defined(__AVX2__) && !defined(__AVX512F__)
+  const vf biased = xc * 11.541560327111707f + (12582912.0f + 127 * 8);  // low bits: n + 127 * 8
+  const vf n = biased - (12582912.0f + 127 * 8);
+  const vf r = (xc - n * 0.086669921875f) + n * 2.6524305e-05f;  // x - n ln(2)/8, in two steps
+  vf p = splat(0.16664298f);
+  p = p * r + 0.50006479f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const vi bits = __builtin_bit_cast(vi, biased);
+  const vf two_j8 = _mm256_permutevar8x32_ps(  // 2^(j/8), j = 0..7
+      _mm256_setr_ps(1.0f, 1.0905077326652577f, 1.189207115002721f, 1.2968395546510096f,
+                     1.4142135623730951f, 1.5422108254079407f, 1.681792830507429f, 1.8340080864093424f),
+      __builtin_bit_cast(__m256i, bits));
+  return p * (two_j8 * __builtin_bit_cast(vf, (bits >> 3) << 23));  // (k + 127) << 23: 2^k
+#else
   const vf biased = xc * 1.44269504088896341f + (12582912.0f + 127.0f);
   const vf n = biased - (12582912.0f + 127.0f);
   const vf r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;  // x - n ln 2, in two steps
@@ -286,6 +315,7 @@ WS_INLINE vf exp_nonpositive(vf x) {
   p = p * r + 0.9999997071820533f;
   p = p * r + 1.0f;
   return p * __builtin_bit_cast(vf, __builtin_bit_cast(vi, biased) << 23);
+#endif
 }
 
 // log(s) for s >= 1 (a softmax row's sum of exp(z - max), which holds exp(0) = 1),

@@ -113,7 +113,7 @@ WS_INLINE float block_max(const S& z, int64_t o, int64_t n) {
 // null. As it goes it prefetches the n elements that follow, in z and (for
 // writing) in the output `out` (the block's start in the output row): the
 // row's next block, or after its last block the next row's first, so that
-// memory works while exp computes. One accumulator: exp's 12 operations per
+// memory works while exp computes. One accumulator: exp's 12 or 13 operations per
 // vector hide the add's latency, and AVX2's 16 registers hold its constants
 // (GCC reloads m from the stack each vector: a load, which the loop has room for).
 template <typename S, typename T>
