@@ -19,8 +19,11 @@ CXX_COPTS = ["-std=c++17"] + _OPT
 
 # The CPU kernels compiled per level. -Wno-psabi: their vector types never
 # cross an ABI boundary; -Wno-maybe-uninitialized: GCC 12's own AVX-512
-# intrinsic headers trip it.
-KERNEL_COPTS = CXX_COPTS + ["-Wno-psabi", "-Wno-maybe-uninitialized"]
+# intrinsic headers trip it. -falign-loops=64: the hot loops start on a cache
+# line, so their speed no longer depends on where the linker put them (on a Zen
+# 3 the same avx2 code ran 3-15% slower in one of two link positions; aligned,
+# it ran alike in both, at the faster one's speed: kernels/BENCHMARKS.md).
+KERNEL_COPTS = CXX_COPTS + ["-Wno-psabi", "-Wno-maybe-uninitialized", "-falign-loops=64"]
 
 # PyTorch extensions, as torch.utils.cpp_extension compiles them: C++20 (torch
 # >= 2.13's headers need it) and OpenMP, since at::parallel_for's loop is
