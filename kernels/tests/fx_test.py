@@ -111,14 +111,18 @@ def test_aten_graphs_from_make_fx_plain_and_decomposed():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 def test_masked_rows_match_torch_and_safe_softmax_gives_zero_rows(dtype):
-    x = torch.randn(6, 300).to(dtype)
+    x = torch.randn(6, 300, generator=torch.Generator().manual_seed(0)).to(dtype)
     x[0] = float("-inf")            # fully masked: NaN from softmax, 0 from _safe_softmax
     x[1, :290] = float("-inf")      # a long run
     x[2, 10:] = float("-inf")
     for fn in (lambda x: torch.softmax(x, -1), lambda x: aten._safe_softmax.default(x, -1)):
         gm = torch.fx.symbolic_trace(fn)
         fx.use_warp_softmax(gm)
-        torch.testing.assert_close(gm(x), fn(x), equal_nan=True, atol=0, rtol=checks.EPS[str(dtype)[6:]] * 4)
+        # Two implementations apart: 4 units, or the kernels' float64 bound (libm's exp and 300
+        # terms: 6 units seen).
+        name = str(dtype)[6:]
+        rtol = checks.EPS[name] * max(4, checks.ULPS[name])
+        torch.testing.assert_close(gm(x), fn(x), equal_nan=True, atol=0, rtol=rtol)
 
 
 def decomposed_masked(s, m):
