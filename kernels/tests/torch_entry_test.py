@@ -125,7 +125,7 @@ def test_errors_keep_their_python_types():
 
 def test_autograd_and_double_backward_through_the_entry():
     x = inputs((3, 5), dtype=torch.float64).requires_grad_()
-    assert kernels.warp_softmax(x).grad_fn.name().endswith("warp_softmaxBackward>")
+    assert kernels.warp_softmax(x).grad_fn.name() == "warp_softmaxBackward"
     assert torch.autograd.gradcheck(lambda t: kernels.warp_softmax(t, 0), (x,))
     y = torch.softmax(x.detach(), -1).requires_grad_()
     g = inputs((3, 5), dtype=torch.float64, seed=2).requires_grad_()
