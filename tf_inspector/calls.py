@@ -1,9 +1,10 @@
 """A tf.function call as TF's trace cache sees it, and what changed from one call to another.
 
 describe_call flattens the arguments into {path: leaf}; a leaf is
-("tensor", (dtype, shape)), ("container", text), ("python", repr) for numbers and strings,
-or ("object", TraceType) for any other Python object, compared the way TF compares it
-(by identity, through a weakref, unless the object defines __tf_tracing_type__).
+("tensor", (dtype, shape)), shape None for an unknown rank; ("container", text); ("python",
+repr) for numbers and strings; or ("object", TraceType) for any other Python object,
+compared the way TF compares it (by identity, through a weakref, unless the object defines
+__tf_tracing_type__).
 diff_calls turns two descriptions into Changes with a reason from retrace.REASONS.
 """
 
@@ -28,8 +29,9 @@ class Change:
 
 def _leaves(value, path, out):
     if isinstance(value, _TENSORS):
-        shape = tuple(tf.TensorShape(value.shape).as_list()) if value.shape is not None else None
-        out[path] = ("tensor", (tf.as_dtype(value.dtype).name, shape))
+        shape = tf.TensorShape(value.shape)
+        out[path] = ("tensor", (tf.as_dtype(value.dtype).name,
+                                None if shape.rank is None else tuple(shape.as_list())))
     elif isinstance(value, dict):
         out[path] = ("container", "dict with keys %s" % sorted(map(str, value)))
         for key in sorted(value, key=str):
@@ -62,7 +64,7 @@ def show(leaf):
     kind, value = leaf
     if kind == "tensor":
         dtype, shape = value
-        return "%s%s" % (dtype, "[?]" if shape is None else
+        return "%s%s" % (dtype, "[<unknown rank>]" if shape is None else
                          "[" + ",".join("?" if d is None else str(d) for d in shape) + "]")
     if kind == "object":
         name, address, trace_type = value

@@ -382,3 +382,21 @@ class Box:
 
 def _double(x):
     return x * 2.0
+
+
+def test_an_input_traced_with_unknown_rank_does_not_break_the_call():
+    f = tf_inspector.watch(tf.function(lambda x: x + 1.0, reduce_retracing=True))
+    for shape in ([2], [3], [2, 2]):
+        assert f(tf.ones(shape)).shape == shape
+    assert f.events[-1].traced_as == {"args[0]": "float32[<unknown rank>]"}, f.explain()
+    g = tf_inspector.watch(tf.function(lambda x: x + 1.0,
+                                       input_signature=[tf.TensorSpec(None, tf.float32)]))
+    assert float(g(tf.constant(1.0))) == 2.0
+    h = tf_inspector.watch(tf.function(lambda x: x + 1.0))
+    h.get_concrete_function(tf.TensorSpec([2], tf.float32))
+    h.get_concrete_function(tf.TensorSpec(None, tf.float32))
+    assert (h.events[1].before, h.events[1].after) == ("float32[2]", "float32[<unknown rank>]")
+    with tf_inspector.monitor() as m:
+        g(tf.ones([2, 2]))
+        tf.function(lambda x: x * 2.0, input_signature=[tf.TensorSpec(None)])(tf.ones([3]))
+    assert m.events[0].traced_as == {"args[0]": "float32[<unknown rank>]"}
