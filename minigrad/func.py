@@ -18,7 +18,7 @@ tensors inside vmap is refused.
 import numpy as np
 
 from minigrad import autograd, ops
-from minigrad.grad_mode import _State
+from minigrad.grad_mode import _State, enable_grad
 from minigrad.levels import (BatchLevel, ForwardLevel, Suspend, as_tensor, flatten,
                              innermost_batch, unflatten)
 from minigrad.tensor import Tensor
@@ -28,11 +28,15 @@ __all__ = ["grad", "hessian", "jacfwd", "jacrev", "jvp", "vjp", "vmap"]
 
 # -- reverse mode ---------------------------------------------------------------------------
 
-def _fresh_input(value, level):
-    """A new differentiable input standing for `value` (connected to it, if it is tracked)."""
+def _fresh_input(value, level, connect):
+    """A new differentiable input standing for `value` (connected to it, if it is tracked and
+    `connect`)."""
     t = as_tensor(value)
     if t.dtype.kind not in "fc":
         raise TypeError("grad/vjp: differentiated inputs must be floating point, got %s" % t.dtype)
+    if t.requires_grad and not connect:
+        batch, t = t._batch, t.detach()
+        t._batch = batch
     if level is not None and t._batch is not level:
         # Unbatched under vmap: one copy per example, so that each example's gradient is its own
         # (a stride-0 view where nothing outside differentiates through it: no copy is made).
@@ -54,15 +58,19 @@ def vjp(f, *primals, has_aux=False):
     """(f(*primals), vjp_fn[, aux]); vjp_fn(cotangents) gives one gradient per primal."""
     level = innermost_batch()
     flat = [flatten(p) for p in primals]
-    inputs = [[_fresh_input(x, level) for x in leaves] for leaves, _ in flat]
-    out = f(*[unflatten(spec, xs) for (_, spec), xs in zip(flat, inputs)])
+    # A transform ignores a no_grad around it (as torch.func): f is differentiated anyway, and
+    # only the graph outside is cut. A no_grad inside f is respected.
+    connect = _State.enabled
+    with enable_grad():
+        inputs = [[_fresh_input(x, level, connect) for x in leaves] for leaves, _ in flat]
+        out = f(*[unflatten(spec, xs) for (_, spec), xs in zip(flat, inputs)])
     if has_aux:
         if not (isinstance(out, tuple) and len(out) == 2):
             raise ValueError("vjp(has_aux=True): f must return (output, aux)")
         out, aux = out
     out_leaves, out_spec = flatten(out)
     all_inputs = [x for xs in inputs for x in xs]
-    tracked = any(as_tensor(x).requires_grad for leaves, _ in flat for x in leaves)
+    tracked = connect and any(as_tensor(x).requires_grad for leaves, _ in flat for x in leaves)
 
     def vjp_fn(cotangents):
         ct_leaves, _ = flatten(cotangents)

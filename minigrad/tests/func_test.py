@@ -199,6 +199,36 @@ def test_grad_leaves_inputs_and_their_grad_alone_and_composes_with_backward():
     np.testing.assert_allclose(x.grad.data, xt.grad.numpy(), **TOL)
 
 
+@pytest.mark.parametrize("transform", ["grad", "vjp", "jacrev", "hessian", "vmap(grad)"])
+def test_transforms_ignore_an_outer_no_grad_like_torch_func(transform):
+    """A transform's result does not depend on a no_grad around it; the graph outside is still
+    cut (the result does not require grad)."""
+    def apply(lib, tensor):
+        f = lambda x: (x ** 3).sum()
+        x = tensor(np.array([[1.0, 2.0], [3.0, -1.0]]), requires_grad=True)
+        return {"grad": lambda: lib.grad(f)(x),
+                "vjp": lambda: lib.vjp(lambda x: x ** 3, x)[1](x * 0 + 1)[0],
+                "jacrev": lambda: lib.jacrev(lambda x: x ** 3)(x),
+                "hessian": lambda: lib.hessian(f)(x),
+                "vmap(grad)": lambda: lib.vmap(lib.grad(f))(x)}[transform]()
+    with minigrad.no_grad():
+        mine = apply(func, minigrad.Tensor)
+    with torch.no_grad():
+        theirs = apply(tf, torch.tensor)
+    _close(mine, theirs)
+    assert not mine.requires_grad and minigrad.is_grad_enabled()
+
+
+def test_a_no_grad_inside_f_is_respected_like_torch_func():
+    def outer(lib, tensor, no_grad):
+        def f(x):
+            with no_grad():
+                inner = lib.grad(lambda y: (y * x).sum())(tensor(np.ones(3)))
+            return (inner * x).sum()
+        return lib.grad(f)(tensor(np.array([1.0, 2.0, 3.0])))
+    _close(outer(func, minigrad.Tensor, minigrad.no_grad), outer(tf, torch.tensor, torch.no_grad))
+
+
 def test_vmap_in_dims_out_dims_and_unbatched_outputs_like_torch_func():
     a = np.random.default_rng(0).normal(size=(4, 3, 2))
     w = np.random.default_rng(1).normal(size=(3,))
