@@ -101,12 +101,6 @@ const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, const at::Tensor&, 
   return log ? log_softmax : softmax;
 }
 
-// dx from the output's gradient g and the output y, through the dispatcher
-// (with create_graph its autograd records the double backward).
-at::Tensor backward_op(bool log, const at::Tensor& g, const at::Tensor& y, int64_t dim) {
-  return backward_handle(log).call(g, y, dim);
-}
-
 // The forward operators that record a node in plain eager reverse mode.
 enum class Forward : int64_t { kSoftmax, kLogSoftmax, kMasked };
 
@@ -122,11 +116,13 @@ struct Saved {
 // from the output's gradient g and the output y; an entry is undefined where
 // none flows or `needed` says none is wanted. For the masked form, softmax(z)
 // with z = x * scale + mask: dz as softmax's, dx = scale * dz, and the mask's
-// gradient dz summed over the dims it was broadcast along.
+// gradient dz summed over the dims it was broadcast along. dz comes through the
+// dispatcher: with create_graph, the backward operator's autograd records the
+// double backward.
 variable_list gradients(const Saved& s, const at::Tensor& g, const at::Tensor& y, const std::vector<bool>& needed) {
   variable_list out(needed.size());
   if (!g.defined()) return out;
-  const at::Tensor dz = backward_op(s.forward == Forward::kLogSoftmax, g, y, s.dim);
+  const at::Tensor dz = backward_handle(s.forward == Forward::kLogSoftmax).call(g, y, s.dim);
   if (needed[0]) out[0] = s.scale.equal(1) ? dz : dz * s.scale;
   if (s.mask_shape && needed.size() > 1 && needed[1]) out[1] = dz.sum_to_size(*s.mask_shape);
   return out;
