@@ -36,6 +36,18 @@ def _topological_order(roots):
     return order
 
 
+def reaches_other_leaf(outputs, inputs):
+    """Whether the graph behind `outputs` reaches a leaf that requires grad other than `inputs`
+    (so that a gradient with respect to `inputs` can itself be differentiated through it)."""
+    own = {id(t) for t in inputs}
+    for node in _topological_order([o.grad_fn for o in outputs]):
+        for value in node.inputs:
+            if (value.__class__ is Tensor and value._requires_grad and value.grad_fn is None
+                    and id(value) not in own):
+                return True
+    return False
+
+
 def _initial_grads(outputs, grad_outputs):
     grads = []
     for out, g in zip(outputs, grad_outputs):

@@ -71,6 +71,20 @@ def vjp(f, *primals, has_aux=False):
     out_leaves, out_spec = flatten(out)
     all_inputs = [x for xs in inputs for x in xs]
     tracked = connect and any(as_tensor(x).requires_grad for leaves, _ in flat for x in leaves)
+    closed_over = []  # whether f's graph reaches tensors from outside (decided once, if asked)
+
+    def differentiable():
+        """Whether the gradients must be recorded: something outside can differentiate them,
+        through the primals or through tensors f closed over (an enclosing grad's inputs,
+        parameters). Decided at call time, as the grad mode then is what counts."""
+        if not _State.enabled:
+            return False
+        if tracked:
+            return True
+        if not closed_over:
+            closed_over.append(autograd.reaches_other_leaf(
+                [o for o in out_leaves if isinstance(o, Tensor) and o.requires_grad], all_inputs))
+        return closed_over[0]
 
     def vjp_fn(cotangents):
         ct_leaves, _ = flatten(cotangents)
@@ -92,7 +106,7 @@ def vjp(f, *primals, has_aux=False):
         if live:
             with Suspend(level):  # the batched graph is differentiated as it is
                 grads = autograd.grad([o for o, _ in live], all_inputs, [c for _, c in live],
-                                      retain_graph=True, create_graph=tracked, allow_unused=True)
+                                      retain_graph=True, create_graph=differentiable(), allow_unused=True)
         result, k = [], 0
         for (leaves, spec), xs in zip(flat, inputs):
             gs = []

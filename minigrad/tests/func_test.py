@@ -229,6 +229,25 @@ def test_a_no_grad_inside_f_is_respected_like_torch_func():
     _close(outer(func, minigrad.Tensor, minigrad.no_grad), outer(tf, torch.tensor, torch.no_grad))
 
 
+def test_nested_transforms_differentiate_through_a_closed_over_outer_variable_like_torch_func():
+    w = np.array([1.0, 2.0, 3.0])
+
+    def run(lib, tensor):
+        inner = lambda x: lib.grad(lambda y: (y * x * x).sum())(tensor(w))
+        return lib.grad(lambda x: inner(x).sum())(tensor(w)), lib.jacrev(inner)(tensor(w))
+    _close(run(func, minigrad.Tensor), run(tf, torch.tensor))
+
+
+def test_grad_is_recorded_only_when_something_outside_can_differentiate_it():
+    w = minigrad.Tensor(np.array([1.0, 2.0]), requires_grad=True)  # a parameter f closes over
+    g = func.grad(lambda y: (y * w).sum() ** 2)(minigrad.Tensor(np.ones(2)))
+    g.sum().backward()
+    wt = torch.tensor([1.0, 2.0], requires_grad=True)
+    tf.grad(lambda y: (y * wt).sum() ** 2)(torch.ones(2)).sum().backward()
+    _close(w.grad, wt.grad)
+    assert not func.grad(lambda y: (y * 2).sum() ** 2)(minigrad.Tensor(np.ones(2))).requires_grad
+
+
 def test_vmap_in_dims_out_dims_and_unbatched_outputs_like_torch_func():
     a = np.random.default_rng(0).normal(size=(4, 3, 2))
     w = np.random.default_rng(1).normal(size=(3,))
