@@ -271,6 +271,31 @@ at::Tensor backward_kernel(c10::DispatchKeySet keys, const at::Tensor& g, const 
   return op.redispatch(keys & c10::after_autograd_keyset, g, y, dim);
 }
 
+// The in-place masked operator has no autograd (self's old values are gone):
+// a call a gradient could flow through is refused, where torch would record
+// one; the rest go on to ADInplaceOrView, as torch's in-place kernels do.
+void in_place_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  TORCH_CHECK(needs(op, *stack) == Needs::kNothing,
+              "warp_softmax_masked_: the in-place form has no autograd (it overwrites its input), and "
+              "the input or the mask requires grad or carries a forward-mode tangent; use "
+              "warp_softmax_masked, or call it under torch.no_grad()");
+  at::AutoDispatchBelowAutograd guard;
+  op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
+}
+
+// Bumps self's version counter after the write (torch's generated
+// ADInplaceOrView kernels do the same): a node that saved self then refuses
+// to run its backward on the changed values, and an inference tensor outside
+// inference mode is refused.
+void bump_version_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  const at::Tensor self = torch::jit::last(*stack, op.schema().arguments().size())[0].toTensor();
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
+  }
+  torch::autograd::impl::bump_version(self);
+}
+
 void register_all(torch::Library& m) {
   using torch::CppFunction;
   m.impl("warp_softmax", CppFunction::makeFromBoxedFunction<&forward_kernel<Forward::kSoftmax>>());
@@ -278,9 +303,13 @@ void register_all(torch::Library& m) {
   m.impl("warp_softmax_masked", CppFunction::makeFromBoxedFunction<&forward_kernel<Forward::kMasked>>());
   m.impl("warp_softmax_backward", TORCH_FN(backward_kernel<false>));
   m.impl("warp_log_softmax_backward", TORCH_FN(backward_kernel<true>));
+  m.impl("warp_softmax_masked_", CppFunction::makeFromBoxedFunction<&in_place_kernel>());
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(kernels, AutogradCPU, m) { register_all(m); }
 TORCH_LIBRARY_IMPL(kernels, AutogradCUDA, m) { register_all(m); }
+TORCH_LIBRARY_IMPL(kernels, ADInplaceOrView, m) {
+  m.impl("warp_softmax_masked_", torch::CppFunction::makeFromBoxedFunction<&bump_version_kernel>());
+}

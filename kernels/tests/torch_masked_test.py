@@ -216,6 +216,29 @@ def test_in_place_form_refuses_a_result_that_cannot_be_written_over_its_input():
         torch.library.opcheck(torch.ops.kernels.warp_softmax_masked_.default, (torch.randn(3, 5), m, 0.5, -1))
 
 
+def test_in_place_form_refuses_autograd_and_bumps_the_version_counter():
+    """It has no autograd: a call a gradient could flow through is refused (torch would
+    record one), and the version bump makes a node that saved x refuse the changed values."""
+    leaf = torch.randn(2, 3, requires_grad=True)
+    before = leaf.detach().clone()
+    for x, mask in ((leaf, None), (leaf * 1, None), (torch.randn(2, 3), torch.zeros(3, requires_grad=True))):
+        with pytest.raises(RuntimeError, match="in-place form has no autograd"):
+            kernels.warp_softmax_masked_(x, mask)
+    assert torch.equal(leaf, before)  # nothing written
+    y = leaf.sigmoid()  # saves its output
+    with torch.no_grad():
+        kernels.warp_softmax_masked_(y)
+    assert y._version == 1
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    with torch.no_grad():
+        kernels.warp_softmax_masked_(leaf)  # as torch's in-place ops: allowed on a leaf under no_grad
+    with torch.inference_mode():
+        frozen = torch.randn(2, 3)
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside InferenceMode"):
+        kernels.warp_softmax_masked_(frozen)
+
+
 def test_compiles_without_graph_breaks_and_with_a_traced_float_scale():
     class Attention(torch.nn.Module):
         scaling = 0.125  # a float attribute: dynamic=True traces it as a SymFloat
