@@ -50,18 +50,15 @@ def log_softmax(x, dim, dtype=None):
 
 def _fusable(x, mask):
     """Whether kernels.warp_softmax_masked(x, mask) computes softmax(x * c + mask)
-    as torch would: a float x on the CPU, a float mask that broadcasts to x
-    and gives the dtype torch's promotion gives (a 0-d mask does not promote)."""
+    as torch would: a float x on the CPU and a float mask that broadcasts to x."""
     if not (x.dtype.is_floating_point and x.device.type == "cpu"):
         return False
     if mask is None:
         return True
     if not (isinstance(mask, torch.Tensor) and mask.dtype.is_floating_point and mask.device == x.device):
         return False  # a bool mask would be added as 0/1, which the operator's bool mask is not
-    shape = tuple(x.shape) or (1,)
-    return (mask.dim() <= len(shape)
-            and all(m == 1 or m == s for m, s in zip(reversed(mask.shape), reversed(shape)))
-            and torch.result_type(x, mask) == torch.promote_types(x.dtype, mask.dtype))
+    return mask.dim() <= x.dim() and all(
+        m == 1 or m == s for m, s in zip(reversed(mask.shape), reversed(x.shape)))
 
 
 def _masked(x, mask, dim, mul, div, over_x):

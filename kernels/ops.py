@@ -59,7 +59,7 @@ def _check_mask(x, mask):
     if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
         raise RuntimeError("warp_softmax_masked: mask must be a bool or floating point tensor, got %s"
                            % mask.dtype)
-    shape = tuple(x.shape) or (1,)
+    shape = tuple(x.shape)  # the result's: a mask with more dims is refused
     torch._check(mask.dim() <= len(shape) and all(
         m == 1 or m == s for m, s in zip(reversed(mask.shape), reversed(shape))),
         lambda: "warp_softmax_masked: mask of shape %s does not broadcast to the input's shape %s"
@@ -73,7 +73,7 @@ def _fake_masked(x, mask=None, scale=1.0, dim=-1):
     if mask is not None:
         _check_mask(x, mask)
         if mask.dtype.is_floating_point:
-            dtype = torch.promote_types(x.dtype, mask.dtype)  # as x * scale + mask has
+            dtype = torch.result_type(x, mask)  # as x * scale + mask has
     return torch.empty_like(x, dtype=dtype)
 
 

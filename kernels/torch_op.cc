@@ -223,10 +223,10 @@ at::Tensor masked(const at::Tensor& self, const std::optional<at::Tensor>& mask_
                 ": mask must be a bool or floating point tensor, got ", mask.scalar_type());
     TORCH_CHECK(mask.device() == self.device(), op, ": mask is on ", mask.device(), ", input on ",
                 self.device());
-    bool broadcasts = mask.dim() <= std::max<int64_t>(self.dim(), 1);
+    // The result keeps self's shape: a mask with more dims (a 0-d self's too) is refused.
+    bool broadcasts = mask.dim() <= self.dim();
     for (int64_t k = 1; broadcasts && k <= mask.dim(); ++k) {
-      const int64_t size = mask.size(-k), want = self.dim() == 0 ? 1 : self.size(-k);
-      broadcasts = size == 1 || size == want;
+      broadcasts = mask.size(-k) == 1 || mask.size(-k) == self.size(-k);
     }
     TORCH_CHECK(broadcasts, op, ": mask of shape ", mask.sizes(), " does not broadcast to the input's shape ",
                 self.sizes());
@@ -234,7 +234,8 @@ at::Tensor masked(const at::Tensor& self, const std::optional<at::Tensor>& mask_
       mask = at::zeros(mask.sizes(), self.options()).masked_fill_(mask.logical_not(),
                                                                   -std::numeric_limits<double>::infinity());
     } else {
-      const at::ScalarType type = at::promote_types(self.scalar_type(), mask.scalar_type());
+      // As x * scale + mask: a 0-d mask does not promote a tensor's dtype.
+      const at::ScalarType type = at::result_type(self, mask);
       x = self.to(type);
       mask = mask.to(type);
     }

@@ -109,6 +109,16 @@ def test_mixed_dtypes_promote_as_torch():
     checks.assert_close(y.double(), reference(x, mask, 0.3), "float32", False)
 
 
+def test_a_0d_mask_does_not_promote_as_in_torch():
+    """x * scale + mask keeps x's dtype for a 0-d mask: so does the operator and its in-place form."""
+    for x_dtype, mask_dtype in ((torch.float16, torch.float32), (torch.float32, torch.float64)):
+        x, mask = torch.randn(2, 3).to(x_dtype), torch.tensor(0.5, dtype=mask_dtype)
+        y = kernels.warp_softmax_masked(x, mask, 2.0)
+        assert y.dtype == (x * 2.0 + mask).dtype == x_dtype
+        checks.assert_close(y.double(), reference(x, mask, 2.0), name(x_dtype), False)
+        assert torch.equal(kernels.warp_softmax_masked_(x, mask, 2.0), y)
+
+
 def test_any_strides_0d_and_empty():
     base = torch.randn(6, 10, 12)
     mask = torch.randn(12, 10)[None].transpose(1, 2)  # non-contiguous, [1, 10, 12]
@@ -138,6 +148,9 @@ def test_bad_inputs_raise_clear_errors():
         kernels.warp_softmax_masked(x, None, 1.0, 3)
     with pytest.raises(RuntimeError, match="scale must be a real number"):
         kernels.warp_softmax_masked(x, None, True)
+    # torch would broadcast x up to the mask's dims; the result keeps x's shape, so: refused
+    with pytest.raises(RuntimeError, match="does not broadcast"):
+        kernels.warp_softmax_masked(torch.tensor(2.0), torch.zeros(1))
 
 
 def test_gradients_in_x_and_a_broadcast_mask():
