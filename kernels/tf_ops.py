@@ -5,7 +5,8 @@
     z = tf_ops.warp_log_softmax(logits, axis=-1)   # as tf.nn.log_softmax
 
 Works eagerly and inside tf.function (the op has a shape function, so traced
-graphs keep static shapes); the gradient is the WarpSoftmaxGrad op.
+graphs keep static shapes); the gradient is the WarpSoftmaxGrad op, whose own
+gradient (second order: Hessian-vector products, gradient penalties) is below.
 """
 
 import tensorflow as tf
@@ -23,6 +24,23 @@ _DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
 @tf.RegisterGradient("WarpSoftmax")
 def _warp_softmax_grad(op, grad):
     return _lib.warp_softmax_grad(grad, op.outputs[0], log_softmax=op.get_attr("log_softmax"))
+
+
+def _row_sum(t):
+    return tf.reduce_sum(t, -1, keepdims=True)
+
+
+@tf.RegisterGradient("WarpSoftmaxGrad")
+def _warp_softmax_grad_grad(op, v):
+    """Second order: the gradients of dx(g, y) in g and y (y * (g - sum(g * y)) for
+    softmax, g - exp(y) * sum(g) for log-softmax, along the last axis), as the
+    torch operator's rules in ops.py."""
+    g, y = op.inputs
+    if op.get_attr("log_softmax"):
+        e = tf.exp(y)
+        return v - _row_sum(v * e), -v * e * _row_sum(g)
+    return (_lib.warp_softmax_grad(v, y, log_softmax=False),  # symmetric in g
+            v * (g - _row_sum(g * y)) - g * _row_sum(v * y))
 
 
 def _apply(logits, axis, log):

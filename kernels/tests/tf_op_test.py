@@ -51,6 +51,23 @@ def test_gradient_matches_tf_nn(ours, theirs):
     np.testing.assert_allclose(theoretical[0], numerical[0], atol=1e-6)
 
 
+@pytest.mark.parametrize("ours,theirs", PAIRS)
+def test_second_order_gradient_matches_tf_nn(ours, theirs):
+    """A gradient of a gradient (a gradient penalty) through the WarpSoftmaxGrad op."""
+    x = tf.constant(rng.normal(size=(4, 9)), tf.float64)
+    w = tf.constant(rng.normal(size=(4, 9)), tf.float64)
+    results = []
+    for fn in (ours, theirs):
+        with tf.GradientTape() as outer:
+            outer.watch(x)
+            with tf.GradientTape() as inner:
+                inner.watch(x)
+                loss = tf.reduce_sum(fn(x, axis=1) ** 3 * w)
+            penalty = tf.reduce_sum(inner.gradient(loss, x) ** 2)
+        results.append(outer.gradient(penalty, x))
+    np.testing.assert_allclose(results[0], results[1], atol=1e-12)
+
+
 def test_traces_into_tf_function_with_static_shapes():
     @tf.function
     def f(x):
