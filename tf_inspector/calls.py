@@ -1,10 +1,10 @@
 """A tf.function call as TF's trace cache sees it, and what changed from one call to another.
 
 describe_call flattens the arguments into {path: leaf}; a leaf is
-("tensor", (dtype, shape)), shape None for an unknown rank; ("container", text); ("python",
-repr) for numbers and strings; or ("object", TraceType) for any other Python object,
-compared the way TF compares it (by identity, through a weakref, unless the object defines
-__tf_tracing_type__).
+("tensor", (dtype, shape, composite)), shape None for an unknown rank, composite the class of
+a ragged or sparse tensor (else None); ("container", text); ("python", repr) for numbers and
+strings; or ("object", TraceType) for any other Python object, compared the way TF compares
+it (by identity, through a weakref, unless the object defines __tf_tracing_type__).
 diff_calls turns two descriptions into Changes with a reason from retrace.REASONS.
 """
 
@@ -17,6 +17,8 @@ from tensorflow.core.function.trace_type import from_value
 
 _SIMPLE = (numbers.Number, str, bytes, bool, type(None), np.generic)
 _TENSORS = (tf.Tensor, tf.Variable, np.ndarray, tf.TensorSpec)
+# TF compares ragged and sparse tensors by their TypeSpecs: by shape and dtype, like tensors.
+_COMPOSITES = (tf.RaggedTensor, tf.SparseTensor, tf.RaggedTensorSpec, tf.SparseTensorSpec)
 
 
 @dataclasses.dataclass
@@ -28,10 +30,13 @@ class Change:
 
 
 def _leaves(value, path, out):
-    if isinstance(value, _TENSORS):
-        shape = tf.TensorShape(value.shape)
-        out[path] = ("tensor", (tf.as_dtype(value.dtype).name,
-                                None if shape.rank is None else tuple(shape.as_list())))
+    if isinstance(value, _TENSORS + _COMPOSITES):
+        spec = value if isinstance(value, tf.TypeSpec) else tf.type_spec_from_value(value)
+        shape = tf.TensorShape(spec.shape)
+        composite = type(value).__name__.replace("Spec", "") if isinstance(
+            value, _COMPOSITES) else None
+        out[path] = ("tensor", (tf.as_dtype(spec.dtype).name,
+                                None if shape.rank is None else tuple(shape.as_list()), composite))
     elif isinstance(value, dict):
         out[path] = ("container", "dict with keys %s" % sorted(map(str, value)))
         for key in sorted(value, key=str):
@@ -63,9 +68,10 @@ def describe_call(args, kwargs):
 def show(leaf):
     kind, value = leaf
     if kind == "tensor":
-        dtype, shape = value
-        return "%s%s" % (dtype, "[<unknown rank>]" if shape is None else
-                         "[" + ",".join("?" if d is None else str(d) for d in shape) + "]")
+        dtype, shape, composite = value
+        return "%s%s%s" % (composite + " " if composite else "", dtype,
+                           "[<unknown rank>]" if shape is None else
+                           "[" + ",".join("?" if d is None else str(d) for d in shape) + "]")
     if kind == "object":
         name, address, trace_type = value
         if hasattr(trace_type, "_ref"):  # identity: say which object
@@ -84,6 +90,8 @@ def _reason(old, new):
     if old[0] == "object":
         same = old[1][2] is not None and old[1][2] == new[1][2]
         return None if same else "python_object"
+    if old[1][2] != new[1][2]:
+        return "structure"  # a dense tensor became ragged or sparse, or back
     if old[1][0] != new[1][0]:
         return "dtype"
     return None if old[1][1] == new[1][1] else "shape"

@@ -400,3 +400,21 @@ def test_an_input_traced_with_unknown_rank_does_not_break_the_call():
         g(tf.ones([2, 2]))
         tf.function(lambda x: x * 2.0, input_signature=[tf.TensorSpec(None)])(tf.ones([3]))
     assert m.events[0].traced_as == {"args[0]": "float32[<unknown rank>]"}
+
+
+def test_ragged_and_sparse_retraces_are_shape_and_dtype_changes():
+    f = tf_inspector.watch(tf.function(lambda x: x * 2))
+    f(tf.ragged.constant([[1.0, 2.0], [3.0]]))
+    f(tf.ragged.constant([[1.0, 2.0], [3.0], [4.0]]))
+    f(tf.ragged.constant([[1, 2], [3], [4]]))
+    f(tf.ones([3, 2], tf.int32))
+    assert [e.reasons for e in f.events[1:]] == [["shape"], ["dtype"], ["structure"]], f.explain()
+    assert (f.events[1].before, f.events[1].after) == ("RaggedTensor float32[2,?]",
+                                                       "RaggedTensor float32[3,?]")
+    assert f.events[3].after == "int32[3,2]"
+    g = tf_inspector.watch(tf.function(lambda x: tf.sparse.reduce_sum(x)))
+    g(tf.sparse.SparseTensor([[0, 0]], [1.0], [2, 2]))
+    g(tf.sparse.SparseTensor([[0, 0]], [1.0], [3, 3]))
+    g(tf.sparse.SparseTensor([[0, 0], [1, 1]], [1.0, 2.0], [3, 3]))  # more values: the same graph
+    assert g.trace_count == 2 and g.events[1].reasons == ["shape"], g.explain()
+    assert g.events[1].after == "SparseTensor float32[3,3]" and "reuse one object" not in g.explain()
