@@ -95,7 +95,13 @@ def _max_tangent(a, dim=None, keepdim=False, da=None):
     """The tangent at the element(s) max routes its gradient to (ties: their average)."""
     axes = ops._axes("max", dim, a.shape)
     single = isinstance(dim, (int, np.integer)) and axes
-    _, mask = ops._max_mask(a.data, axes[0] if single else axes)
+    # Under vmap, a.shape is one example's and a.data the whole batch (in dim 0): the mask is
+    # taken over the example's axes, one further, and is batched as a is.
+    lead = a.data.ndim - a.ndim
+    data_axes = tuple(range(lead, a.data.ndim)) if axes is None else tuple(i + lead for i in axes)
+    _, mask = ops._max_mask(a.data, data_axes[0] if single else data_axes)
+    mask = Tensor._wrap(mask)
+    mask._batch = a._batch if lead else None
     return ops.Sum.apply(da * mask, axes, keepdim)
 
 

@@ -248,6 +248,18 @@ def test_grad_is_recorded_only_when_something_outside_can_differentiate_it():
     assert not func.grad(lambda y: (y * 2).sum() ** 2)(minigrad.Tensor(np.ones(2))).requires_grad
 
 
+@pytest.mark.parametrize("dim", [None, 0, 1, -1])
+def test_vmap_of_jvp_of_max_takes_each_examples_maximum_like_torch_func(dim):
+    rng = np.random.default_rng(6)
+    x, v = rng.normal(size=(3, 2, 4)), rng.normal(size=(3, 2, 4))
+    mine = func.vmap(lambda x, v: func.jvp(lambda a: a.max(dim, keepdim=dim == -1), (x,), (v,))[1])(
+        minigrad.Tensor(x), minigrad.Tensor(v))
+    theirs = tf.vmap(lambda x, v: tf.jvp(
+        lambda a: a.max() if dim is None else a.max(dim, keepdim=dim == -1).values, (x,), (v,))[1])(
+        torch.tensor(x), torch.tensor(v))
+    _close(mine, theirs)
+
+
 def test_vmap_in_dims_out_dims_and_unbatched_outputs_like_torch_func():
     a = np.random.default_rng(0).normal(size=(4, 3, 2))
     w = np.random.default_rng(1).normal(size=(3,))
@@ -362,9 +374,9 @@ def test_hessian_of_a_squared_cross_entropy_matches_torch_func():
 
 
 # Known gaps (strict xfail: they fail today, and a fix shows): cross_entropy's gradient node has
-# no batching rule, max's tangent reads a mask from the whole batch, and the mean case's
-# forward-over-reverse under vmap stacks an unbatched column into a batched Jacobian.
-VMAP_JACOBIAN_GAPS = ("cross_entropy", "max_dim", "mean")
+# no batching rule, and the mean case's forward-over-reverse under vmap stacks an unbatched
+# column into a batched Jacobian.
+VMAP_JACOBIAN_GAPS = ("cross_entropy", "mean")
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True))
