@@ -1,10 +1,11 @@
 """A tf.function call as TF's trace cache sees it, and what changed from one call to another.
 
-describe_call flattens the arguments into {path: leaf}; a leaf is
-("tensor", (dtype, shape, composite)), shape None for an unknown rank, composite the class of
-a ragged or sparse tensor (else None); ("container", text); ("python", repr) for numbers and
-strings; or ("object", TraceType) for any other Python object, compared the way TF compares
-it (by identity, through a weakref, unless the object defines __tf_tracing_type__).
+describe_call flattens the arguments into {path: leaf}; a leaf is ("tensor", (dtype, shape,
+composite)) for what TF traces as a tensor (NumPy scalars too), shape None for an unknown
+rank, composite the class of a ragged or sparse tensor (else None); ("container", text);
+("python", repr) for Python numbers and strings; or ("object", TraceType) for any other
+Python object, compared the way TF compares it (by identity, through a weakref, unless the
+object defines __tf_tracing_type__).
 diff_calls turns two descriptions into Changes with a reason from retrace.REASONS.
 """
 
@@ -15,8 +16,10 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.function.trace_type import from_value
 
-_SIMPLE = (numbers.Number, str, bytes, bool, type(None), np.generic)
-_TENSORS = (tf.Tensor, tf.Variable, np.ndarray, tf.TensorSpec)
+# NumPy scalars are numbers (np.float64 is a float), but TF traces them as 0-d tensors, bar
+# np.str_ and np.bytes_, which it traces as the str and bytes they are.
+_TENSORS = (tf.Tensor, tf.Variable, np.ndarray, np.generic, tf.TensorSpec)
+_SIMPLE = (numbers.Number, str, bytes, bool, type(None))
 # TF compares ragged and sparse tensors by their TypeSpecs: by shape and dtype, like tensors.
 _COMPOSITES = (tf.RaggedTensor, tf.SparseTensor, tf.RaggedTensorSpec, tf.SparseTensorSpec)
 
@@ -30,7 +33,7 @@ class Change:
 
 
 def _leaves(value, path, out):
-    if isinstance(value, _TENSORS + _COMPOSITES):
+    if isinstance(value, _TENSORS + _COMPOSITES) and not isinstance(value, (str, bytes)):
         spec = value if isinstance(value, tf.TypeSpec) else tf.type_spec_from_value(value)
         shape = tf.TensorShape(spec.shape)
         composite = type(value).__name__.replace("Spec", "") if isinstance(

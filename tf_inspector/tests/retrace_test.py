@@ -418,3 +418,15 @@ def test_ragged_and_sparse_retraces_are_shape_and_dtype_changes():
     g(tf.sparse.SparseTensor([[0, 0], [1, 1]], [1.0, 2.0], [3, 3]))  # more values: the same graph
     assert g.trace_count == 2 and g.events[1].reasons == ["shape"], g.explain()
     assert g.events[1].after == "SparseTensor float32[3,3]" and "reuse one object" not in g.explain()
+
+
+def test_numpy_scalars_retrace_as_the_tensors_tf_makes_of_them():
+    f = tf_inspector.watch(tf.function(lambda x, k: x * tf.cast(tf.reduce_sum(k), tf.float32)))
+    f(tf.ones([2]), np.float32(2.0))
+    f(tf.ones([2]), np.float32(3.0))  # a new value of a 0-d tensor: the same graph
+    f(tf.ones([2]), np.int32(3))
+    f(tf.ones([2]), np.ones([2], np.float32))
+    assert f.trace_count == f.experimental_get_tracing_count() == 3, f.explain()
+    assert [(e.reasons, e.before, e.after) for e in f.events[1:]] == [
+        (["dtype"], "float32[]", "int32[]"), (["shape"], "float32[]", "float32[2]")], f.explain()
+    assert "pass tensors instead of Python numbers" not in f.explain()
