@@ -53,7 +53,7 @@ def _inputs(args, grad):
     for leaf in leaves:
         if isinstance(leaf, (Tensor, np.ndarray)):
             array = leaf.data if isinstance(leaf, Tensor) else leaf
-            t = Tensor._wrap(np.ascontiguousarray(array))
+            t = Tensor._wrap(np.asarray(array, order="C"))  # (ascontiguousarray makes 0-d 1-d)
             if grad and array.dtype.kind == "f":
                 t.requires_grad = True
             inputs.append(t)
@@ -169,7 +169,7 @@ def load(text, in_types, out_types):
                     in_types, [(np.shape(a), np.asarray(a).dtype) for a in arrays]))
             entry = resident.get(id(a))
             buffers.append(entry[1] if entry is not None and entry[0] is a else
-                           put(aval, sharding, [np.ascontiguousarray(a)], devices, True, False, copy))
+                           put(aval, sharding, [np.asarray(a, order="C")], devices, True, False, copy))
         results = executable.execute_sharded(buffers).consume_with_handlers(handlers)
         resident.clear()
         outs = []

@@ -84,6 +84,16 @@ def test_jit_traces_again_for_another_container_of_the_same_arrays():
     assert len(j.compiled) == 4
 
 
+def test_0d_array_arguments_stay_0d_and_promote_as_in_eager():
+    x, s = np.array([1.0, 2.0], np.float32), np.array(3.0)  # a 0-d float64 is a scalar to types
+    eager = minigrad.Tensor(x) * minigrad.Tensor(s)
+    compiled = hlo.jit(lambda x, s: x * s)(x, s)
+    assert compiled.dtype == eager.dtype == np.float32
+    np.testing.assert_allclose(compiled.data, eager.data)
+    assert "%arg1: tensor<f64>" in hlo.export(lambda x, s: x * s, x, s)
+    assert hlo.jit(lambda s: s * 2)(s).shape == ()
+
+
 def test_jit_outputs_fed_back_stay_on_the_device_and_inputs_changed_in_place_are_seen():
     """The dispatch fast path (hlo.load): an output passed back in is used as its device
     buffer, without a transfer; every other array is copied in on each call."""
