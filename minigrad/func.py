@@ -323,6 +323,9 @@ def vmap(f, in_dims=0, out_dims=0):
                 o = ops.Expand.apply(ops.Reshape.apply(o, (1,) + o.shape), (size,) + o.shape)
             elif dim is None:
                 raise ValueError("vmap: out_dims is None for an output that depends on the batch")
+            if not -o.ndim <= dim < o.ndim:
+                raise IndexError("vmap: out_dim %d is out of range for an output of %d dims with "
+                                 "the batch (valid: %d to %d)" % (dim, o.ndim, -o.ndim, o.ndim - 1))
             d = dim % o.ndim
             order = tuple(range(1, d + 1)) + (0,) + tuple(range(d + 1, o.ndim))
             results.append(ops.Permute.apply(o, order) if d else ops.Alias.apply(o))

@@ -270,7 +270,7 @@ def test_vmap_in_dims_out_dims_and_unbatched_outputs_like_torch_func():
     _close(mine, theirs)
 
 
-def test_vmap_bad_in_dims_are_clear_errors():
+def test_vmap_bad_in_dims_and_out_dims_are_clear_errors():
     x = minigrad.Tensor(np.ones((3, 2)))
     with pytest.raises(ValueError, match="batch sizes 3 and 2"):
         func.vmap(lambda a, b: a + b, in_dims=(0, 1))(x, minigrad.Tensor(np.ones((3, 3, 2))[:, :2]))
@@ -278,6 +278,11 @@ def test_vmap_bad_in_dims_are_clear_errors():
         func.vmap(lambda a: a, in_dims=None)(x)
     with pytest.raises(ValueError, match="in_dim 2 is out of range"):
         func.vmap(lambda a: a, in_dims=2)(x)
+    for out_dim in (2, -3):  # as torch: the output's dims with the batch, no wrapping around
+        with pytest.raises(IndexError, match="out_dim %d is out of range" % out_dim):
+            func.vmap(lambda a: a, out_dims=out_dim)(x)
+        with pytest.raises(IndexError, match="Dimension out of range"):
+            tf.vmap(lambda a: a, out_dims=out_dim)(torch.ones(3, 2))
     with pytest.raises(NotImplementedError, match="vmap inside vmap"):
         func.vmap(func.vmap(lambda a: a))(minigrad.Tensor(np.ones((2, 2, 2))))
     with pytest.raises(RuntimeError, match="inside vmap are not supported"):
