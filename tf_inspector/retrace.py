@@ -69,6 +69,18 @@ FIXES = {
                    "traced code (or use tf.TensorArray)",
 }
 _NO_VARIABLE_CREATION = _tc.ScopeType.NO_VARIABLE_CREATION
+# A retrace is explained against the trace it differs from least: in the fewest arguments,
+# then in the mildest kind of change, then the deepest in the nesting (more of the call
+# matched). A tensor's new shape beside a trace of another shape is the comparison a user
+# makes, not "a tensor where a Python number was" against an older trace that took a number,
+# though both are one change; and [x, (x,)] differs from [x, [x]] in its inner list, from
+# {"a": x} as a whole. Equal ones go to the earliest trace.
+_MILDEST_FIRST = ("shape", "dtype", "context", "python_value", "python_object", "structure")
+
+
+def _closeness(changes):
+    return (len(changes), max((_MILDEST_FIRST.index(c.reason) for c in changes), default=0),
+            -min((c.argument.count("[") for c in changes), default=0))
 
 
 @dataclasses.dataclass
@@ -180,7 +192,7 @@ class Recorder:
             return first  # TF's second trace of a first call that created variables
         if state.traces:
             best = min(((diff_calls(c, call) or diff_contexts(x, context)) for c, x in state.traces),
-                       key=len)
+                       key=_closeness)
             best = best or [Change("the cache key", "unexplained", "the earlier traces",
                                    "a key none of them matched")]
             event = TraceEvent(state.name, state.calls, list(dict.fromkeys(c.reason for c in best)),

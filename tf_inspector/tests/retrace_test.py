@@ -430,3 +430,18 @@ def test_numpy_scalars_retrace_as_the_tensors_tf_makes_of_them():
     assert [(e.reasons, e.before, e.after) for e in f.events[1:]] == [
         (["dtype"], "float32[]", "int32[]"), (["shape"], "float32[]", "float32[2]")], f.explain()
     assert "pass tensors instead of Python numbers" not in f.explain()
+
+
+def test_a_retrace_is_explained_against_the_most_similar_trace():
+    f = tf_inspector.watch(tf.function(lambda x, k: x + tf.reduce_sum(k)))
+    f(tf.ones([2]), 1.0)
+    f(tf.ones([2]), tf.ones([2]))
+    f(tf.ones([2]), tf.ones([3]))  # as far from call 1 (a number) as from call 2, in kind less
+    assert [(c.argument, c.reason, c.before, c.after) for c in f.events[2].changes] == [
+        ("args[1]", "shape", "float32[2]", "float32[3]")], f.explain()
+    g = tf_inspector.watch(tf.function(lambda a: tf.add_n(tf.nest.flatten(a))))
+    g({"a": tf.ones([2])})
+    g([tf.ones([2]), [tf.ones([2])]])
+    g([tf.ones([2]), (tf.ones([2]),)])  # one structure change from either: call 2's is inside
+    assert [(c.argument, c.before, c.after) for c in g.events[2].changes] == [
+        ("args[0][1]", "list of 1", "tuple of 1")], g.explain()
