@@ -204,12 +204,19 @@ class Recorder:
             event.site = site or "TensorFlow's own calls"
         self.events.append(event)
         state.traces.append((call, context))
-        if state.code is not None:
-            self._codes_seen.add(state.code)
         return event
+
+    def trace_failed(self, state, first, event):
+        """Undoes on_trace for a trace that raised: TF keeps no graph of it and counts none,
+        so the next call that traces is not a retrace of it."""
+        if first is None:
+            self.events.remove(event)
+            state.traces.pop()
 
     def after_trace(self, state, event, fn, signature, call, variables):
         event.traced_as.update(generalised(call, signature))
+        if state.code is not None:  # only once traced: a trace that raised makes no graph
+            self._codes_seen.add(state.code)
         if variables and event.reasons == ["initial"] and not event.variables:
             event.variables.extend(variables)
             state.initial = event  # TF calls (and traces) again, without variable creation

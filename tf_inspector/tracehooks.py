@@ -123,7 +123,7 @@ def _patched_create(function_type, type_context, func_graph, tracing_options):
     call = describe_call(args or (), kwargs or {})
     context = describe_context(_fc.make_function_context(tracing_options.scope_type))
     site = userframes.call_site() if any(s.library for _, s, _ in states) else None
-    events = [(r, s, r.on_trace(s, first, call, context, site)) for r, s, first in states]
+    events = [(r, s, first, r.on_trace(s, first, call, context, site)) for r, s, first in states]
     captured_before = {k: len(v) for k, (_, v) in captures(fn).items()
                        if isinstance(v, (list, dict, set))}
     printed, created = [], []
@@ -142,10 +142,14 @@ def _patched_create(function_type, type_context, func_graph, tracing_options):
     try:
         with tf.variable_creator_scope(recording_creator):
             concrete = create(function_type, type_context, func_graph, tracing_options)
+    except BaseException:
+        for recorder, state, first, event in events:
+            recorder.trace_failed(state, first, event)
+        raise
     finally:
         builtins.print = real_print
     signature = concrete.structured_input_signature
-    for recorder, state, event in events:
+    for recorder, state, _, event in events:
         recorder.after_trace(state, event, fn, signature, call, created)
         if printed:
             recorder.side_effect(state, "print() ran while tracing (%r): it prints once per "

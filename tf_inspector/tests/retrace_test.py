@@ -445,3 +445,22 @@ def test_a_retrace_is_explained_against_the_most_similar_trace():
     g([tf.ones([2]), (tf.ones([2]),)])  # one structure change from either: call 2's is inside
     assert [(c.argument, c.before, c.after) for c in g.events[2].changes] == [
         ("args[0][1]", "list of 1", "tuple of 1")], g.explain()
+
+
+def test_a_trace_that_raised_is_not_counted():
+    broken = [True]
+
+    def step(x):
+        if broken[0]:
+            raise ValueError("not yet")
+        return x * 2.0
+
+    f = tf_inspector.watch(step)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="not yet"):
+            f(tf.ones([2]))
+    assert f.trace_count == f.experimental_get_tracing_count() == 0
+    broken[0] = False
+    f(tf.ones([2]))
+    assert [e.reasons for e in f.events] == [["initial"]] and f.events[0].call_index == 3
+    assert "traced 1 time in 3 calls" in f.explain() and "unexplained" not in f.explain()
