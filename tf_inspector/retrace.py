@@ -31,6 +31,7 @@ costs one dictionary lookup per recorder; the arguments are described only when 
 
 import copy
 import dataclasses
+import inspect
 import operator
 import weakref
 
@@ -260,6 +261,18 @@ class Recorder:
         return "\n".join(lines)
 
 
+def _is_unbound_method(function):
+    """A tf.function defined in a class body, read from the class: calls through instances
+    go to per-instance copies of it (Function.__get__), never to its own trace cache."""
+    python = inspect.unwrap(function.python_function)
+    owner = getattr(python, "__qualname__", "").split(".")[-2:-1]
+    try:
+        first = next(iter(inspect.signature(python).parameters), None)
+    except (TypeError, ValueError):  # a builtin or a callable without a signature
+        return False
+    return first == "self" and owner not in ([], ["<locals>"])
+
+
 def monitor():
     """A context manager recording the traces of every tf.function called inside it."""
     return tracehooks.recording(Recorder())
@@ -276,6 +289,11 @@ class watch:
         if not callable(fn):
             raise TypeError("watch needs a tf.function or a Python function, got %s"
                             % type(fn).__name__)
+        if hasattr(fn, "python_function") and _is_unbound_method(fn):
+            name = fn.python_function.__qualname__
+            raise TypeError("watch(%s) would hear no calls: TF gives each instance its own "
+                            "tf.function and trace cache; watch the bound method "
+                            "(instance.%s)" % (name, name.rpartition(".")[2]))
         self.function = fn if hasattr(fn, "python_function") else tf.function(fn)
         cache = getattr(self.function, "_function_cache", None)  # TF keeps it private
         if cache is None:

@@ -464,3 +464,19 @@ def test_a_trace_that_raised_is_not_counted():
     f(tf.ones([2]))
     assert [e.reasons for e in f.events] == [["initial"]] and f.events[0].call_index == 3
     assert "traced 1 time in 3 calls" in f.explain() and "unexplained" not in f.explain()
+
+
+class _Doubler(tf.Module):
+    @tf.function
+    def __call__(self, x):
+        return x * 2.0
+
+
+def test_watching_a_method_through_its_class_is_refused_with_the_way_that_works():
+    with pytest.raises(TypeError, match=r"watch the bound method \(instance.__call__\)"):
+        tf_inspector.watch(_Doubler.__call__)  # instances' calls never reach its trace cache
+    m = _Doubler()
+    f = tf_inspector.watch(m.__call__)
+    m(tf.ones([2]))
+    m(tf.ones([3]))
+    assert [e.reasons for e in f.events] == [["initial"], ["shape"]], f.explain()
