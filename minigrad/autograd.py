@@ -8,6 +8,7 @@ iterative depth-first search, so a chain of any length fits in Python's stack.
 
 import numpy as np
 
+from minigrad import ops
 from minigrad.function import FREED_MESSAGE
 from minigrad.grad_mode import _State
 from minigrad.tensor import Tensor
@@ -111,9 +112,11 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None):
                 input_grads = _pad(node, input_grads)
             if not retain_graph:
                 node._free()
-            for value, g in zip(node.inputs, input_grads):
+            for index, (value, g) in enumerate(zip(node.inputs, input_grads)):
                 if g is None or value.__class__ is not Tensor or not value._requires_grad:
                     continue
+                if g.data.shape != value.data.shape:  # (the arrays': under vmap, both batched)
+                    g = _fit(node, index, g, value.data.shape)
                 child = value.grad_fn
                 if child is None:
                     _deliver(value, g, create_graph, leaf_grads if capture is not None else None,
@@ -125,6 +128,21 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None):
     finally:
         _State.enabled = prev
     return leaf_grads
+
+
+def _fit(node, index, grad, shape):
+    """A gradient rule's result of another shape than its input (torch's validate_outputs): one
+    the input broadcasts to is summed back to the input's shape; any other is the rule's bug."""
+    got = grad.data.shape
+    try:
+        fits = np.broadcast_shapes(shape, got) == got
+    except ValueError:
+        fits = False
+    if not fits:
+        raise RuntimeError("Function %sBackward returned an invalid gradient at index %d - got %s "
+                           "but expected shape compatible with %s"
+                           % (type(node).__name__, index, list(got), list(shape)))
+    return ops.SumTo.apply(grad, shape)
 
 
 def _pad(node, input_grads):

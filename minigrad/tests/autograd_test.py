@@ -128,6 +128,37 @@ def test_custom_function_with_saved_tensors_and_needs_input_grad():
     np.testing.assert_allclose(h.data, 12 * x.data)
 
 
+def _scale(base, returned_shape):
+    """x * 2 whose backward (for an incoming gradient of ones) returns 2 in `returned_shape`,
+    written for `base` (minigrad.Function or torch.autograd.Function)."""
+    tensor = minigrad.Tensor if base is minigrad.Function else torch.tensor
+
+    class Scale(base):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            return tensor(np.full(returned_shape, 2.0))
+    return Scale
+
+
+def test_a_custom_gradient_of_a_broadcast_shape_is_summed_and_any_other_is_an_error_like_torch():
+    x, xt = leaf(3), torch.tensor(leaf(3).data, requires_grad=True)
+    _scale(minigrad.Function, (2, 3)).apply(x).sum().backward()
+    _scale(torch.autograd.Function, (2, 3)).apply(xt).sum().backward()
+    np.testing.assert_allclose(x.grad.data, xt.grad.numpy())
+    message = r"ScaleBackward returned an invalid gradient at index 0 - got \[2, 4\] but expected " \
+              r"shape compatible with \[3\]"
+    with pytest.raises(RuntimeError, match=message):
+        _scale(minigrad.Function, (2, 4)).apply(leaf(3)).sum().backward()
+    with pytest.raises(RuntimeError, match=message):
+        _scale(torch.autograd.Function, (2, 4)).apply(xt).sum().backward()
+    with pytest.raises(RuntimeError, match=message):  # gradcheck reports the rule, not a crash
+        minigrad.gradcheck(_scale(minigrad.Function, (2, 4)).apply, leaf(3))
+
+
 def test_data_changed_in_place_after_being_saved_is_an_error_not_a_wrong_gradient():
     w = leaf(3)
     x = leaf(3, seed=1)
