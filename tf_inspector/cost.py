@@ -36,6 +36,8 @@ REDUCTIONS = {"Sum", "Mean", "Max", "Min", "Prod", "ArgMax", "ArgMin", "All", "A
 MOVEMENT = {"Transpose", "ConcatV2", "Pack", "Unpack", "Split", "SplitV", "Slice", "StridedSlice",
             "GatherV2", "ResourceGather", "Tile", "Pad", "PadV2", "BroadcastTo", "Fill", "ZerosLike",
             "OnesLike", "OneHot", "Range"}
+MATMULS = {"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"}
+CONVOLUTIONS = {"Conv2D", "DepthwiseConv2dNative", "Conv1D", "Conv3D"}
 
 
 def _numel(shape):
@@ -52,6 +54,12 @@ def _nbytes(shape, dtype):
         return n * np.dtype(dtype).itemsize
     except TypeError:  # resource handles, variants, strings: no fixed size
         return 0
+
+
+def has_rule(op_type):
+    """Whether estimate() knows the op type: its cost is then unknown only where a shape is."""
+    return op_type == "AddN" or any(op_type in rules for rules in (
+        FREE, ELEMENTWISE, REDUCTIONS, MOVEMENT, MATMULS, CONVOLUTIONS))
 
 
 def estimate(op_type, inputs, outputs, attrs):
@@ -76,7 +84,7 @@ def estimate(op_type, inputs, outputs, attrs):
         return n, moved
     if op_type in MOVEMENT:
         return 0, moved
-    if op_type in ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"):
+    if op_type in MATMULS:
         a = inputs[0][0] if inputs else None
         n = _numel(out_shape)
         if a is None or n is None or len(a) < 2:
@@ -84,7 +92,7 @@ def estimate(op_type, inputs, outputs, attrs):
         adj = attrs.get("transpose_a") or attrs.get("adj_x")
         k = a[-2] if adj else a[-1]
         return (None if k is None else 2 * n * k), moved
-    if op_type in ("Conv2D", "DepthwiseConv2dNative", "Conv1D", "Conv3D"):
+    if op_type in CONVOLUTIONS:
         kernel = inputs[1][0] if len(inputs) > 1 else None
         n = _numel(out_shape)
         if kernel is None or n is None or any(d is None for d in kernel):

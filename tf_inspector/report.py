@@ -7,7 +7,7 @@ The JSON schema (`to_json`), version "tf_inspector.graph_report/2":
      "symbols": [str],                      # the unknown dimensions costs depend on, sorted
      "op_counts": {op_type: int},           # sorted by op type
      "total_flops": cost, "total_bytes": cost,  # over nodes with a known cost
-     "unknown_cost_ops": [op_type],         # op types with no cost rule, sorted
+     "unknown_cost_ops": [op_type],         # op types of unknown cost (no rule, or shape), sorted
      "notes": [str],                        # why costs are missing, where known
      "xla": null | {"function", "trace_s", "compile_s", "run_s", "hlo_ops": {opcode: int},
                     "optimized_ops": {opcode: int}, "entry_ops": {opcode: int},
@@ -28,7 +28,7 @@ import dataclasses
 import json
 from collections import Counter
 
-from tf_inspector import symbolic
+from tf_inspector import cost, symbolic
 
 SCHEMA = "tf_inspector.graph_report/2"
 
@@ -122,8 +122,12 @@ class GraphReport:
     def to_text(self):
         lines = ["function %s: %d nodes, %s FLOPs, %s bytes moved"
                  % (self.function, len(self.nodes), _human(self.total_flops), _human(self.total_bytes))]
-        if self.unknown_cost_ops:
-            lines.append("no cost rule for: " + ", ".join(self.unknown_cost_ops))
+        no_rule = [op for op in self.unknown_cost_ops if not cost.has_rule(op)]
+        if no_rule:
+            lines.append("no cost rule for: " + ", ".join(no_rule))
+        if len(no_rule) < len(self.unknown_cost_ops):
+            lines.append("cost unknown (a shape is unknown) for: " + ", ".join(
+                op for op in self.unknown_cost_ops if cost.has_rule(op)))
         lines.extend(self.notes)
         if self.xla is not None:
             lines.append(self.xla.to_text())

@@ -2,8 +2,9 @@
 
 A FuncGraph forgets how its shapes depend on an input's unknown dimension: after a
 reshape or a matmul it only says "?". So the graph's own GraphDef is imported twice
-more with each unknown input dimension set to a distinct prime (101, 103... then 139,
-149...), letting TF's shape inference run over the same nodes (variables' reads become
+more with each unknown input dimension set to a distinct prime above 100 that divides no
+static dimension of the graph (so 64x101 logits do not read as 64*batch), letting TF's shape
+inference run over the same nodes (variables' reads become
 placeholders of the variables' shapes, as their handles do not survive the import). In
 the first probe every dimension is factored back into those primes, so 101*103*384
 reads as batch*d1*384, and each node's cost rule runs on those formulas; the second
@@ -19,8 +20,8 @@ import numpy as np
 import sympy
 import tensorflow as tf
 
-_PROBES = ((101, 103, 107, 109, 113, 127, 131, 137), (139, 149, 151, 157, 163, 167, 173, 179))
-DEFAULT_NAMES = ("batch",) + tuple("d%d" % i for i in range(1, len(_PROBES[0])))
+_MAX_AXES = 8
+DEFAULT_NAMES = ("batch",) + tuple("d%d" % i for i in range(1, _MAX_AXES))
 
 
 def tensor_specs(inputs):
@@ -60,6 +61,19 @@ def _probe_graph(graph, primes):
     return probe
 
 
+def _probe_primes(graph, count):
+    """Two lists of `count` distinct primes above 100, none dividing a static dimension of the
+    graph: a probe dimension must factor back into its own symbol only."""
+    static = {d for op in graph.get_operations() for t in op.outputs if t.shape.rank is not None
+              for d in t.shape.as_list() if d}
+    primes, p = [], 100
+    while len(primes) < 2 * count:
+        p = sympy.nextprime(p)
+        if all(d % p for d in static):
+            primes.append(p)
+    return primes[:count], primes[count:]
+
+
 def _factor(value, symbols):
     """An int dimension of the first probe as a product of the dimension symbols."""
     expr = sympy.Integer(1)
@@ -72,9 +86,9 @@ def _factor(value, symbols):
 
 def symbols_for(axes, dim_names=None):
     names = tuple(dim_names or DEFAULT_NAMES)
-    if len(axes) and max(axes) >= min(len(names), len(_PROBES[0])):
+    if len(axes) and max(axes) >= min(len(names), _MAX_AXES):
         raise ValueError("unknown dimension on axis %d: name it in dim_names (at most %d axes)"
-                         % (max(axes), len(_PROBES[0])))
+                         % (max(axes), _MAX_AXES))
     return {axis: sympy.Symbol(names[axis], positive=True, integer=True) for axis in axes}
 
 
@@ -82,8 +96,8 @@ def symbolic_costs(report, graph, symbols, estimate):
     """Fills the report's unknown costs with formulas in `symbols` ({axis: Symbol});
     estimate(op, to_expr) is the (flops, bytes) of one op with dimensions mapped by to_expr."""
     probes = []
-    for primes in _PROBES:
-        by_axis = {axis: primes[i] for i, axis in enumerate(sorted(symbols))}
+    for primes in _probe_primes(graph, len(symbols)):
+        by_axis = dict(zip(sorted(symbols), primes))
         probes.append((_probe_graph(graph, by_axis), by_axis))
     (first, first_primes), (second, second_primes) = probes
     factors = {first_primes[a]: symbol for a, symbol in symbols.items()}

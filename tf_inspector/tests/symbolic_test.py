@@ -65,6 +65,16 @@ def test_shapes_that_are_no_product_of_the_dims_stay_unknown_not_wrong():
     report = tf_inspector.trace_and_inspect(padded, tf.TensorSpec([None, 3]))
     mul = next(n for n in report.nodes if n.op == "Mul")
     assert mul.flops is None and "Mul" in report.unknown_cost_ops
+    assert "cost unknown (a shape is unknown) for: Mul" in report.to_text()
+    assert "no cost rule" not in report.to_text()  # Mul has one: its shape is what is missing
+
+
+def test_static_dimensions_divisible_by_a_probe_prime_keep_their_formula():
+    fn = tf.function(lambda x, w: tf.matmul(x, w))
+    report = tf_inspector.trace_and_inspect(fn, tf.TensorSpec([None, 64]), tf.ones([64, 101]))
+    matmul = next(n for n in report.nodes if n.op == "MatMul")
+    assert str(matmul.flops) == "12928*batch" and report.unknown_cost_ops == []  # 2*64*101
+    assert report.cost(batch=3)["flops"] == 3 * 12928
 
 
 def test_minilm_flops_at_8x128_match_a_hand_count():
