@@ -10,7 +10,9 @@ and jacfwd take one vjp / jvp per basis vector; hessian is jacfwd(jacrev).
 Transforms compose: jvp and vmap are levels on a stack that Function.apply
 hands each operation to (innermost first); grad inside vmap copies unbatched
 inputs per example and differentiates the batched graph in one backward pass.
-Arguments may be tensors, arrays, numbers, or lists/tuples/dicts of them.
+Arguments and outputs may be tensors, arrays, numbers, or lists/tuples/dicts of them (vmap's
+in_dims entries too: one dim for a whole argument, or a tree of dims shaped as it; jacrev and
+jacfwd give one Jacobian per output, in the output's structure, as torch.func).
 Limits: one vmap level at a time (no vmap of vmap); indexing with batched index
 tensors inside vmap is refused.
 """
@@ -215,28 +217,43 @@ def _stack(parts, shape, last=False):
     return total
 
 
+def _per_output(out_spec, jacs, argnums):
+    """jacs[j][m] (argument j, output m) as torch.func gives them: f's output structure, and in
+    each place one Jacobian, or a tuple of them over a tuple of argnums."""
+    count = len(jacs[0])
+    return unflatten(out_spec, [jacs[0][m] if isinstance(argnums, int)
+                                else tuple(by_arg[m] for by_arg in jacs) for m in range(count)])
+
+
 def jacrev(f, argnums=0):
-    """The Jacobian of f by reverse mode: shape output.shape + input.shape."""
+    """The Jacobian of f by reverse mode: shape output.shape + input.shape (for several outputs,
+    one per output)."""
     def wrapped(*args):
         nums, call_with = _select(args, argnums)
         out, fn = vjp(call_with(f), *[as_tensor(args[i]) for i in nums])
-        rows = []
-        size = int(np.prod(out.shape))  # inside vmap: one example's
-        for k in range(size):
-            basis = np.zeros(size, out.dtype)
-            basis[k] = 1
-            rows.append(fn(Tensor._wrap(basis.reshape(out.shape))))
-        jacs = []
-        for j, i in enumerate(nums):
-            shape = as_tensor(args[i]).shape
-            jacs.append(ops.Reshape.apply(_stack([r[j] for r in rows], (size,) + shape),
-                                          out.shape + shape))
-        return jacs[0] if isinstance(argnums, int) else tuple(jacs)
+        outs, out_spec = flatten(out)
+        shapes = [as_tensor(args[i]).shape for i in nums]
+        jacs = [[] for _ in nums]
+        for m, o in enumerate(outs):
+            rows = []
+            size = int(np.prod(o.shape))  # inside vmap: one example's
+            for k in range(size):
+                basis = np.zeros(size, o.dtype)
+                basis[k] = 1
+                cts = [Tensor._wrap(basis.reshape(o.shape)) if n == m else
+                       Tensor._wrap(np.zeros(other.shape, other.dtype))
+                       for n, other in enumerate(outs)]
+                rows.append(fn(unflatten(out_spec, cts)))
+            for j, shape in enumerate(shapes):
+                jacs[j].append(ops.Reshape.apply(_stack([r[j] for r in rows], (size,) + shape),
+                                                 o.shape + shape))
+        return _per_output(out_spec, jacs, argnums)
     return wrapped
 
 
 def jacfwd(f, argnums=0):
-    """The Jacobian of f by forward mode: shape output.shape + input.shape."""
+    """The Jacobian of f by forward mode: shape output.shape + input.shape (for several outputs,
+    one per output)."""
     def wrapped(*args):
         nums, call_with = _select(args, argnums)
         primals = tuple(as_tensor(args[i]) for i in nums)
@@ -248,10 +265,12 @@ def jacfwd(f, argnums=0):
                 basis = [Tensor._wrap(np.zeros(p.shape, p.dtype)) for p in primals]
                 basis[j].data.reshape(-1)[e] = 1
                 out, col = jvp(call_with(f), primals, tuple(basis))
-                cols.append(col)
-            jac = _stack(cols, out.shape + (size,), last=True)
-            jacs.append(ops.Reshape.apply(jac, out.shape + x.shape))
-        return jacs[0] if isinstance(argnums, int) else tuple(jacs)
+                cols.append(flatten(col)[0])
+            outs, out_spec = flatten(out)
+            jacs.append([ops.Reshape.apply(_stack([c[m] for c in cols], o.shape + (size,),
+                                                  last=True), o.shape + x.shape)
+                         for m, o in enumerate(outs)])
+        return _per_output(out_spec, jacs, argnums)
     return wrapped
 
 
@@ -270,19 +289,34 @@ def _per_arg(dims, args, name):
     return tuple(dims)
 
 
+def _per_leaf(dims, leaves, spec):
+    """An argument's in_dims entry, one per tensor in it: one dim for all, or a tree of dims
+    shaped as the argument (as torch.func)."""
+    if isinstance(dims, (int, type(None))):
+        return [dims] * len(leaves)
+    dim_leaves, dim_spec = flatten(dims)
+    if dim_spec != spec:
+        raise ValueError("vmap: in_dims entry %r does not match the structure of its argument"
+                         % (dims,))
+    return dim_leaves
+
+
 def vmap(f, in_dims=0, out_dims=0):
-    """f over a batch: in_dims says which dim of each argument is the batch (None: shared),
-    out_dims where the batch goes in each output. Each operation runs once over the batch."""
+    """f over a batch: in_dims says which dim of each argument is the batch (None: shared; a
+    tree of dims for an argument that is a tree), out_dims where the batch goes in each output. Each operation runs once over the batch."""
     def wrapped(*args):
         if any(level.batched for level in _State.transforms):
             raise NotImplementedError("vmap inside vmap is not supported; fold the two batch "
                                       "dims into one (reshape) and vmap once")
         size, prepared = None, []
-        for arg, dim in zip(args, _per_arg(in_dims, args, "in_dims")):
+        for arg, dims in zip(args, _per_arg(in_dims, args, "in_dims")):
             leaves, spec = flatten(arg)
-            if dim is not None:
-                moved = []
-                for leaf in leaves:
+            dims = _per_leaf(dims, leaves, spec)
+            moved = []
+            for leaf, dim in zip(leaves, dims):
+                if dim is None:
+                    moved.append(leaf)
+                else:
                     t = as_tensor(leaf)
                     if not -t.ndim <= dim < t.ndim:
                         raise ValueError("vmap: in_dim %d is out of range for an argument of shape "
@@ -294,14 +328,14 @@ def vmap(f, in_dims=0, out_dims=0):
                     size = t.shape[d]
                     order = (d,) + tuple(k for k in range(t.ndim) if k != d)
                     moved.append(ops.Permute.apply(t, order) if d else ops.Alias.apply(t))
-                leaves = moved
-            prepared.append((leaves, spec, dim is not None))
+            prepared.append((moved, spec, dims))
         if size is None:
             raise ValueError("vmap: at least one argument must be batched (in_dims all None)")
         level = BatchLevel(size)
-        for leaves, _, batched in prepared:
-            for t in leaves if batched else ():
-                t._batch = level
+        for leaves, _, dims in prepared:
+            for t, dim in zip(leaves, dims):
+                if dim is not None:
+                    t._batch = level
         with level:
             out = f(*[unflatten(spec, leaves) for leaves, spec, _ in prepared])
         out_leaves, spec = flatten(out)

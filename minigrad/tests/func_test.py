@@ -260,6 +260,47 @@ def test_vmap_of_jvp_of_max_takes_each_examples_maximum_like_torch_func(dim):
     _close(mine, theirs)
 
 
+@pytest.mark.parametrize("transform", ["jacrev", "jacfwd", "vmap(jacrev)"])
+@pytest.mark.parametrize("argnums", [1, (0, 1)])
+def test_jacobians_of_several_outputs_give_one_per_output_like_torch_func(transform, argnums):
+    rng = np.random.default_rng(7)
+    x, y = rng.normal(size=(2, 3)), rng.normal(size=(2, 2))
+
+    def run(lib, tensor):
+        f = lambda a, b: (a * 2, {"t": (a.sum() * b).tanh()})
+        jac = getattr(lib, transform.replace("vmap(", "").rstrip(")"))(f, argnums=argnums)
+        if transform.startswith("vmap"):
+            return lib.vmap(jac)(tensor(x), tensor(y))
+        return jac(tensor(x[0]), tensor(y[0]))
+    mine, theirs = run(func, minigrad.Tensor), run(tf, torch.tensor)
+    assert isinstance(mine, tuple) and isinstance(mine[1], dict)
+    _close(minigrad.levels.flatten(mine)[0], torch.utils._pytree.tree_leaves(theirs))
+
+
+def test_hessian_over_several_arguments_gives_the_blocks_like_torch_func():
+    rng = np.random.default_rng(8)
+    x, y = rng.normal(size=3), rng.normal(size=2)
+    f = lambda a, b: ((a * a).sum() * b).tanh().sum()
+    mine = func.hessian(f, argnums=(0, 1))(minigrad.Tensor(x), minigrad.Tensor(y))
+    theirs = tf.hessian(f, argnums=(0, 1))(torch.tensor(x), torch.tensor(y))
+    assert len(mine) == 2 and all(len(row) == 2 for row in mine)
+    for row, expected in zip(mine, theirs):
+        _close(row, expected)
+
+
+def test_vmap_takes_in_dims_shaped_as_its_arguments_like_torch_func():
+    rng = np.random.default_rng(9)
+    x, y, w = rng.normal(size=(4, 3)), rng.normal(size=(3, 4)), rng.normal(size=3)
+    f = lambda p, d: p[0] * p[1] + d["w"]
+    in_dims = ((0, 1), {"w": None})
+    mine = func.vmap(f, in_dims=in_dims)((minigrad.Tensor(x), minigrad.Tensor(y)),
+                                         {"w": minigrad.Tensor(w)})
+    theirs = tf.vmap(f, in_dims=in_dims)((torch.tensor(x), torch.tensor(y)), {"w": torch.tensor(w)})
+    _close(mine, theirs)
+    with pytest.raises(ValueError, match="does not match the structure of its argument"):
+        func.vmap(lambda p: p[0], in_dims=((0,),))((minigrad.Tensor(x), minigrad.Tensor(y)))
+
+
 def test_vmap_in_dims_out_dims_and_unbatched_outputs_like_torch_func():
     a = np.random.default_rng(0).normal(size=(4, 3, 2))
     w = np.random.default_rng(1).normal(size=(3,))
