@@ -36,7 +36,7 @@ def _fresh_input(value, level, connect):
     t = as_tensor(value)
     if t.dtype.kind not in "fc":
         raise TypeError("grad/vjp: differentiated inputs must be floating point, got %s" % t.dtype)
-    if t.requires_grad and not connect:
+    if t.requires_grad and not connect:  # under an outer no_grad: see vjp
         batch, t = t._batch, t.detach()
         t._batch = batch
     if level is not None and t._batch is not level:
@@ -108,7 +108,8 @@ def vjp(f, *primals, has_aux=False):
         if live:
             with Suspend(level):  # the batched graph is differentiated as it is
                 grads = autograd.grad([o for o, _ in live], all_inputs, [c for _, c in live],
-                                      retain_graph=True, create_graph=differentiable(), allow_unused=True)
+                                      retain_graph=True, create_graph=differentiable(),
+                                      allow_unused=True)
         result, k = [], 0
         for (leaves, spec), xs in zip(flat, inputs):
             gs = []
@@ -303,7 +304,8 @@ def _per_leaf(dims, leaves, spec):
 
 def vmap(f, in_dims=0, out_dims=0):
     """f over a batch: in_dims says which dim of each argument is the batch (None: shared; a
-    tree of dims for an argument that is a tree), out_dims where the batch goes in each output. Each operation runs once over the batch."""
+    tree of dims for an argument that is a tree), out_dims where the batch goes in each output.
+    Each operation runs once over the batch."""
     def wrapped(*args):
         if any(level.batched for level in _State.transforms):
             raise NotImplementedError("vmap inside vmap is not supported; fold the two batch "

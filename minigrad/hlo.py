@@ -169,7 +169,8 @@ def load(text, in_types, out_types):
                     in_types, [(np.shape(a), np.asarray(a).dtype) for a in arrays]))
             entry = resident.get(id(a))
             buffers.append(entry[1] if entry is not None and entry[0] is a else
-                           put(aval, sharding, [np.asarray(a, order="C")], devices, True, False, copy))
+                           put(aval, sharding, [np.asarray(a, order="C")], devices, True, False,
+                               copy))
         results = executable.execute_sharded(buffers).consume_with_handlers(handlers)
         resident.clear()
         outs = []

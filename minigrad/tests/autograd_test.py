@@ -149,8 +149,8 @@ def test_a_custom_gradient_of_a_broadcast_shape_is_summed_and_any_other_is_an_er
     _scale(minigrad.Function, (2, 3)).apply(x).sum().backward()
     _scale(torch.autograd.Function, (2, 3)).apply(xt).sum().backward()
     np.testing.assert_allclose(x.grad.data, xt.grad.numpy())
-    message = r"ScaleBackward returned an invalid gradient at index 0 - got \[2, 4\] but expected " \
-              r"shape compatible with \[3\]"
+    message = (r"ScaleBackward returned an invalid gradient at index 0 - got \[2, 4\] but "
+               r"expected shape compatible with \[3\]")
     with pytest.raises(RuntimeError, match=message):
         _scale(minigrad.Function, (2, 4)).apply(leaf(3)).sum().backward()
     with pytest.raises(RuntimeError, match=message):
