@@ -52,12 +52,31 @@ def _load_function(spec):
         raise SystemExit("FUNCTION is FILE.py:NAME, got %r" % spec)
     if not os.path.exists(_path(path)):
         raise SystemExit("no such file: %s" % path)
-    with _script_path(_path(path)):
-        namespace = runpy.run_path(_path(path))
+    if not os.path.isfile(_path(path)):
+        raise SystemExit("not a Python file: %s" % path)
+    try:
+        with _script_path(_path(path)):
+            namespace = runpy.run_path(_path(path))
+    except SyntaxError as e:
+        raise SystemExit("%s:%s: SyntaxError: %s" % (path, e.lineno, e.msg)) from None
     if name not in namespace:
         raise SystemExit("%s defines no %r (it defines: %s)" % (
             path, name, ", ".join(sorted(k for k in namespace if not k.startswith("_")))))
+    if not callable(namespace[name]):
+        raise SystemExit("%s: %s is not a function (it is of type %s)" % (
+            path, name, type(namespace[name]).__name__))
     return namespace[name]
+
+
+@contextlib.contextmanager
+def _tracing_errors(command):
+    """A function that cannot be traced is the user's error: one line, not a traceback."""
+    from tf_inspector import TracingError
+    try:
+        yield
+    except TracingError as e:
+        where = " (at %s:%d)" % (e.file, e.line) if e.file else ""
+        raise SystemExit("%s: %s%s" % (command, str(e).split("\n")[0], where)) from None
 
 
 def _input_spec(text):
@@ -115,72 +134,78 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     import tf_inspector
-    if args.command == "graph":
-        report = tf_inspector.trace_and_inspect(_load_function(args.function), *args.input)
-        if args.json:
-            print(report.to_json())
-        elif args.dot:
-            print(report.to_dot())
-        elif args.svg:
-            print("wrote %s" % report.render_svg(_path(args.svg)))
-        else:
-            print(report.to_text())
-        if args.at:
-            sizes = {}
-            for item in args.at:
-                name, _, size = item.partition("=")
-                if not size.isdigit():
-                    raise SystemExit("graph: --at is NAME=SIZE like batch=8, got %r" % item)
-                sizes[name] = int(size)
+    with _tracing_errors(args.command):
+        if args.command == "graph":
+            report = tf_inspector.trace_and_inspect(_load_function(args.function), *args.input)
+            if args.json:
+                print(report.to_json())
+            elif args.dot:
+                print(report.to_dot())
+            elif args.svg:
+                try:
+                    print("wrote %s" % report.render_svg(_path(args.svg)))
+                except (OSError, RuntimeError) as e:  # no such folder, no Graphviz
+                    raise SystemExit("graph: cannot write %s: %s" % (
+                        args.svg, getattr(e, "strerror", None) or e)) from None
+            else:
+                print(report.to_text())
+            if args.at:
+                sizes = {}
+                for item in args.at:
+                    name, _, size = item.partition("=")
+                    if not size.isdigit():
+                        raise SystemExit("graph: --at is NAME=SIZE like batch=8, got %r" % item)
+                    sizes[name] = int(size)
+                try:
+                    costs = report.cost(**sizes)
+                except ValueError as e:
+                    raise SystemExit("graph: %s" % e)
+                print("at %s: %d FLOPs, %d bytes moved" % (", ".join(
+                    "%s=%d" % kv for kv in sizes.items()), costs["flops"], costs["bytes"]))
+        elif args.command == "xla":
             try:
-                costs = report.cost(**sizes)
+                cost = tf_inspector.xla_cost(_load_function(args.function), *args.input,
+                                             runs=args.runs)
             except ValueError as e:
-                raise SystemExit("graph: %s" % e)
-            print("at %s: %d FLOPs, %d bytes moved" % (
-                ", ".join("%s=%d" % kv for kv in sizes.items()), costs["flops"], costs["bytes"]))
-    elif args.command == "xla":
-        try:
-            cost = tf_inspector.xla_cost(_load_function(args.function), *args.input, runs=args.runs)
-        except ValueError as e:
-            raise SystemExit("xla: %s" % e)
-        if args.json:
-            print(json.dumps(cost.to_dict(), indent=2))
-        else:
-            print(cost.to_text())
-            print("HLO ops before: " + ", ".join("%s %d" % kv for kv in cost.hlo_ops.items()))
-            print("HLO ops after:  " + ", ".join("%s %d" % kv for kv in cost.optimized_ops.items()))
-            if args.hlo:
-                print(cost.optimized_hlo)
-    elif args.command == "mlir":
-        view = tf_inspector.mlir_view(_load_function(args.function), *args.input)
-        if args.json:
-            print(json.dumps(view.to_dict(), indent=2))
-        else:
-            print(view.to_text())
-            if args.tf or args.lowered:
-                print(view.tf_dialect if args.tf else view.lowered)
-    elif args.command == "profile":
-        try:
-            result = tf_inspector.profile(_load_function(args.function), *args.input,
-                                          steps=args.steps)
-        except ValueError as e:
-            raise SystemExit("profile: %s" % e)
-        print(json.dumps(result.to_dict(), indent=2) if args.json else result.to_text(args.top))
-        if args.plot:
-            print("wrote %s" % result.plot(_path(args.plot)))
-        if args.model_explorer:
-            paths = result.to_model_explorer(_path(args.model_explorer))
-            print("wrote " + ", ".join(sorted(paths.values())))
-    else:
-        script = _path(args.script)
-        if not os.path.exists(script):
-            raise SystemExit("retrace: no such script: %s" % args.script)
-        sys.argv = [script] + args.args
-        with tf_inspector.monitor() as recorder, _script_path(script):
+                raise SystemExit("xla: %s" % e)
+            if args.json:
+                print(json.dumps(cost.to_dict(), indent=2))
+            else:
+                print(cost.to_text())
+                for label, ops in (("before", cost.hlo_ops), ("after: ", cost.optimized_ops)):
+                    print("HLO ops %s " % label + ", ".join("%s %d" % kv for kv in ops.items()))
+                if args.hlo:
+                    print(cost.optimized_hlo)
+        elif args.command == "mlir":
+            view = tf_inspector.mlir_view(_load_function(args.function), *args.input)
+            if args.json:
+                print(json.dumps(view.to_dict(), indent=2))
+            else:
+                print(view.to_text())
+                if args.tf or args.lowered:
+                    print(view.tf_dialect if args.tf else view.lowered)
+        elif args.command == "profile":
             try:
-                runpy.run_path(script, run_name="__main__")
-            finally:
-                print(recorder.explain())
+                result = tf_inspector.profile(_load_function(args.function), *args.input,
+                                              steps=args.steps)
+            except ValueError as e:
+                raise SystemExit("profile: %s" % e)
+            print(json.dumps(result.to_dict(), indent=2) if args.json else result.to_text(args.top))
+            if args.plot:
+                print("wrote %s" % result.plot(_path(args.plot)))
+            if args.model_explorer:
+                paths = result.to_model_explorer(_path(args.model_explorer))
+                print("wrote " + ", ".join(sorted(paths.values())))
+        else:
+            script = _path(args.script)
+            if not os.path.exists(script):
+                raise SystemExit("retrace: no such script: %s" % args.script)
+            sys.argv = [script] + args.args
+            with tf_inspector.monitor() as recorder, _script_path(script):
+                try:
+                    runpy.run_path(script, run_name="__main__")
+                finally:
+                    print(recorder.explain())
 
 
 if __name__ == "__main__":

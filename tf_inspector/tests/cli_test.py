@@ -51,3 +51,26 @@ def test_help_and_bad_input(capsys):
         cli.main(["graph", "missing.py:f"])
     with pytest.raises(SystemExit):
         cli.main(["graph", EXAMPLE + ":mlp", "--input", "a,b"])
+
+
+def test_user_errors_are_one_line_not_a_traceback(tmp_path):
+    model = tmp_path / "m.py"
+    model.write_text("def dense(x, w):\n    return x @ w\n\n\n"
+                     "def bad(x):\n    raise ValueError('user bug')\n\n\nnotfn = 3\n")
+    (tmp_path / "syn.py").write_text("def (\n")
+    cases = {
+        ":dense": "graph: could not trace dense: TypeError: .*missing a required argument: 'w'",
+        ":bad": r"graph: could not trace bad: ValueError: user bug \(at .*m.py:6\)",
+        ":notfn": r"m.py: notfn is not a function \(it is of type int\)",
+    }
+    for name, message in cases.items():
+        with pytest.raises(SystemExit, match=message) as exit_:
+            cli.main(["graph", str(model) + name, "--input", "4,3"])
+        assert "\n" not in str(exit_.value.code)
+    with pytest.raises(SystemExit, match="not a Python file"):
+        cli.main(["graph", str(tmp_path) + ":dense", "--input", "4,3"])
+    with pytest.raises(SystemExit, match=r"syn.py:1: SyntaxError"):
+        cli.main(["graph", str(tmp_path / "syn.py") + ":f"])
+    with pytest.raises(SystemExit, match="graph: cannot write .*missing/g.svg"):
+        cli.main(["graph", str(model) + ":dense", "--input", "4,3", "--input", "3,2",
+                  "--svg", str(tmp_path / "missing" / "g.svg")])
