@@ -51,9 +51,12 @@ def _nbytes(shape, dtype):
     if n is None:
         return None
     try:
-        return n * np.dtype(dtype).itemsize
-    except TypeError:  # resource handles, variants, strings: no fixed size
+        dtype = np.dtype(dtype)
+    except TypeError:  # a type NumPy does not know: no size to count
         return 0
+    # Strings, resource handles and variants come as NumPy's object dtype, whose itemsize is
+    # a pointer's: they have no fixed size.
+    return 0 if dtype.kind == "O" else n * dtype.itemsize
 
 
 def has_rule(op_type):

@@ -112,6 +112,17 @@ def test_unknown_ops_are_marked_unknown_not_guessed():
     assert "no cost rule for: Svd" in report.to_text()
 
 
+def test_strings_and_resource_handles_move_no_counted_bytes():
+    table = tf.Variable(tf.ones([10, 4]))
+    report = tf_inspector.trace_and_inspect(lambda i: tf.gather(table, i), tf.constant([1, 2]))
+    gather = next(n for n in report.nodes if n.op == "ResourceGather")
+    assert gather.bytes == 2 * 4 + 2 * 4 * 4  # the indices and the rows, not the handle
+    words = tf.constant(["a", "bb", "ccc"])
+    report = tf_inspector.trace_and_inspect(lambda i: tf.gather(words, i), tf.constant([0, 2]))
+    gather = next(n for n in report.nodes if n.op == "GatherV2")
+    assert gather.bytes == 2 * 4 + 4  # the indices and the axis: strings have no fixed size
+
+
 def test_symbolic_shapes_from_tensor_specs():
     report = tf_inspector.trace_and_inspect(mlp, tf.TensorSpec([None, 64]), tf.ones([64, 16]), tf.ones([16]))
     matmul = next(n for n in report.nodes if n.op == "MatMul")
