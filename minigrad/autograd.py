@@ -83,7 +83,9 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None):
     pending = {}   # node -> gradient of its output so far
     leaf_grads = {}  # id(leaf) -> gradient, when capturing
     captured_nodes = {}
-    delivered = set()  # ids of arrays given to leaves' .grad in this pass
+    # ids of arrays a leaf's .grad must not take as they are: those given to leaves in this
+    # pass, and the caller's own gradients (a pass-through op hands one on unchanged).
+    delivered = {id(g.data) for g in grads}
     if capture is not None:
         for t in capture:
             if t.grad_fn is not None:

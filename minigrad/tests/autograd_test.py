@@ -54,6 +54,18 @@ def test_retain_graph_allows_a_second_backward_that_accumulates():
     np.testing.assert_allclose(x.grad.data, 2 * first)
 
 
+def test_a_leaf_grad_never_aliases_the_gradient_the_caller_passed_like_torch():
+    results = []
+    for lib, tensor in ((minigrad, minigrad.Tensor), (torch, torch.tensor)):
+        a = tensor([1.0, 2.0], requires_grad=True)
+        g = tensor([3.0, 3.0])
+        (a + 0.0).backward(g)  # the add hands g on unchanged
+        g.add_(1.0)
+        results.append(np.asarray(a.grad.data if lib is minigrad else a.grad))
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_array_equal(results[0], [3.0, 3.0])
+
+
 def test_non_scalar_output_needs_a_gradient_argument():
     x = leaf(3)
     y = x * 2
