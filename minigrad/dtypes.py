@@ -38,11 +38,14 @@ def _result_dtype(a, b):
 
 
 def _operands(a, b):
-    """The two operands' arrays, cast to their common dtype when both are arrays. A boolean
-    one is left as it is: NumPy promotes it exactly as torch does (to the other's dtype), in
-    the ufunc's loop, without a cast copy (a gradient times a mask is the common case)."""
-    x = a.data if a.__class__ is Tensor else a
-    y = b.data if b.__class__ is Tensor else b
+    """The two operands' arrays (or numbers), cast to their common dtype when both are arrays.
+    A boolean one is left as it is: NumPy promotes it exactly as torch does (to the other's
+    dtype), in the ufunc's loop, without a cast copy (a gradient times a mask is the common
+    case)."""
+    # torch takes a NumPy scalar operand as the Python number it holds (float32 [n] *
+    # np.float64(2) stays float32); NumPy 2 would promote by its dtype.
+    x = a.data if a.__class__ is Tensor else a.item() if isinstance(a, np.generic) else a
+    y = b.data if b.__class__ is Tensor else b.item() if isinstance(b, np.generic) else b
     if (x.__class__ is np.ndarray and y.__class__ is np.ndarray and x.dtype != y.dtype
             and x.dtype.kind != "b" and y.dtype.kind != "b"):
         dtype = _result_dtype(x, y)

@@ -64,7 +64,8 @@ def test_binary_ops_promote_dtypes_like_torch(op, pair):
 
 
 @pytest.mark.parametrize("op", sorted(BINARY))
-@pytest.mark.parametrize("scalar", [2, 2.5, True])
+@pytest.mark.parametrize("scalar", [2, 2.5, True, np.int64(2), np.float32(2.5), np.float64(2.5)],
+                         ids=repr)
 @pytest.mark.parametrize("dtype", ["int32", "float32", "float64", "bool"])
 def test_python_numbers_promote_like_torch(op, scalar, dtype):
     if op == "pow" and (dtype == "bool" or scalar is True):
