@@ -23,6 +23,9 @@ def _list(values):
 class Emitter:
     def __init__(self):
         self.lines, self.names, self.count = [], {}, 0
+        # {input index: logits shape}: class-index inputs the program cannot bounds-check
+        # itself (a one-hot of an index out of range is all zeros: a silently wrong loss)
+        self.target_checks = {}
 
     @staticmethod
     def type(shape, dtype):
@@ -291,7 +294,10 @@ def _softmax(log):
 def _onehot(em, target, shape, dtype):
     """(n, classes) of dtype: 1 at each row's target, else 0."""
     t = target if isinstance(target, Tensor) else Tensor._wrap(np.asarray(target))
-    index = em.op("stablehlo.broadcast_in_dim %s, dims = [0]" % em.value(t), shape, t.dtype,
+    name = em.value(t)
+    if name.startswith("%arg"):  # an input: checked before each run (hlo.jit), as eager checks it
+        em.target_checks[int(name[4:])] = shape
+    index = em.op("stablehlo.broadcast_in_dim %s, dims = [0]" % name, shape, t.dtype,
                   [em.type(t.shape, t.dtype)])
     iota = em.op("stablehlo.iota dim = 1", shape, t.dtype)
     hit = em.op("stablehlo.compare EQ, %s, %s" % (index, iota), shape, bool, [em.type(shape, t.dtype)] * 2)

@@ -21,6 +21,7 @@ import numpy as np
 
 from minigrad import autograd
 from minigrad.emit_ops import EMIT, Emitter
+from minigrad.functional import check_target
 from minigrad.levels import Level, Suspend, flatten, unflatten
 from minigrad.tensor import Tensor
 
@@ -85,6 +86,7 @@ def _trace(f, args, grad):
 
 
 def _module(inputs, nodes, outs):
+    """The program's text, and the Emitter's checks of its inputs ({input index: logits shape})."""
     em = Emitter()
     for k, t in enumerate(inputs):
         em.bind(t, "%%arg%d" % k)
@@ -96,7 +98,7 @@ def _module(inputs, nodes, outs):
     types = ", ".join(em.type(o.data.shape, o.data.dtype) for o in outs)
     body = "\n".join("    " + line for line in em.lines)
     return ("module @minigrad {\n  func.func public @main(%s) -> (%s) {\n%s\n    return %s : %s\n  }\n}\n"
-            % (signature, types, body, ", ".join(results), types))
+            % (signature, types, body, ", ".join(results), types)), em.target_checks
 
 
 def export(f, *example_args, grad=False):
@@ -104,7 +106,7 @@ def export(f, *example_args, grad=False):
     the program returns f's output and its gradient with respect to each floating-point input
     (in argument order), computed by the backward graph minigrad records."""
     inputs, nodes, outs, _ = _trace(f, example_args, grad)
-    return _module(inputs, nodes, outs)
+    return _module(inputs, nodes, outs)[0]
 
 
 _client = []  # the synchronous XLA CPU client, made on first use
@@ -189,11 +191,13 @@ def load(text, in_types, out_types):
 class _Compiled:
     def __init__(self, f, args):
         inputs, nodes, outs, self.out_spec = _trace(f, args, grad=False)
-        self.text = _module(inputs, nodes, outs)
+        self.text, self.target_checks = _module(inputs, nodes, outs)
         self.run = load(self.text, [(t.data.shape, t.data.dtype) for t in inputs],
                         [(o.data.shape, o.data.dtype) for o in outs])
 
     def __call__(self, arrays):
+        for k, shape in self.target_checks.items():
+            check_target(shape, arrays[k])
         return unflatten(self.out_spec, [Tensor._wrap(r) for r in self.run(*arrays)])
 
 

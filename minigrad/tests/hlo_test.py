@@ -94,6 +94,19 @@ def test_0d_array_arguments_stay_0d_and_promote_as_in_eager():
     assert hlo.jit(lambda s: s * 2)(s).shape == ()
 
 
+def test_jit_refuses_class_indices_out_of_range_as_eager_does():
+    """The compiled one-hot of an index out of range is all zeros (a loss of -0.0), so the
+    targets are checked before each run, with eager's error."""
+    logits = np.random.default_rng(0).normal(size=(3, 4))
+    loss = hlo.jit(lambda x, t: F.cross_entropy(x, t))
+    step = hlo.jit(func.grad(lambda x, t: F.cross_entropy(x, t)))
+    for f in (loss, step):
+        f(logits, np.array([0, 3, 1]))
+        for bad in ([0, 4, 1], [-1, 0, 1]):
+            with pytest.raises(IndexError, match=r"target values must be in \[0, 4\)"):
+                f(logits, np.array(bad))
+
+
 def test_jit_outputs_fed_back_stay_on_the_device_and_inputs_changed_in_place_are_seen():
     """The dispatch fast path (hlo.load): an output passed back in is used as its device
     buffer, without a transfer; every other array is copied in on each call."""
