@@ -197,10 +197,10 @@ class Tensor:
         return _ops.Index.apply(self, _index(index))
 
     def sum(self, dim=None, keepdim=False):
-        return _ops.Sum.apply(self, dim, keepdim)
+        return _ops.Sum.apply(self, _all_if_empty(dim), keepdim)
 
     def mean(self, dim=None, keepdim=False):
-        return _ops.Mean.apply(self, dim, keepdim)
+        return _ops.Mean.apply(self, _all_if_empty(dim), keepdim)
 
     def max(self, dim=None, keepdim=False):
         """max over all elements (ties share the gradient) or over one dim (as torch.max)."""
@@ -284,6 +284,12 @@ def from_numpy(array):
     if not isinstance(array, np.ndarray):
         raise TypeError("from_numpy expects an np.ndarray, got %s" % type(array).__name__)
     return Tensor._wrap(array)
+
+
+def _all_if_empty(dim):
+    """torch's sum and mean reduce every dim for dim=() (NumPy's axis=() reduces none); the
+    ops themselves keep NumPy's meaning, which vmap's rules rely on for 0-d examples."""
+    return None if isinstance(dim, (tuple, list)) and not dim else dim
 
 
 def _data(value):

@@ -256,6 +256,21 @@ def test_softmax_of_a_0d_tensor_is_one_like_torch():
         F.softmax(x, 1)
 
 
+def test_sum_and_mean_over_an_empty_dim_tuple_reduce_everything_like_torch():
+    a = np.arange(6.0).reshape(2, 3)
+    for name in ("sum", "mean"):
+        for keepdim in (False, True):
+            x, tx = minigrad.Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+            y, ty = getattr(x, name)((), keepdim), getattr(tx, name)((), keepdim)
+            assert y.shape == tuple(ty.shape)
+            np.testing.assert_allclose(y.data, ty.detach().numpy())
+            y.sum().backward()
+            ty.sum().backward()
+            np.testing.assert_allclose(x.grad.data, tx.grad.numpy())
+    both = minigrad.func.vmap(lambda e: e.sum(()))(minigrad.Tensor(a))  # per example, as torch.vmap
+    np.testing.assert_allclose(both.data, torch.vmap(lambda e: e.sum(()))(torch.tensor(a)).numpy())
+
+
 def test_pow_with_an_array_exponent_has_torchs_gradient():
     base = np.array([0.0, 2.0, 3.0, 0.5])
     exponent = np.array([0.0, 2.0, 0.0, -1.5])  # b == 0 entries: gradient 0, even at a == 0
