@@ -536,15 +536,21 @@ class SumTo(Function):
 
 
 class Index(Function):
-    """x[index]: basic and advanced NumPy indexing."""
+    """x[index]: basic and advanced NumPy indexing. As in torch, basic indexing gives a view
+    that shares x's memory and version counter (with torch.no_grad(): w[0].zero_() changes w),
+    advanced indexing a copy."""
 
     @staticmethod
     def forward(ctx, a, index):
         ctx.shape, ctx.index = a.shape, index
         try:
-            return _wrap(np.array(a.data[index]))
+            out = a.data[index]
+            if out.__class__ is not np.ndarray:  # one element: NumPy copies it out as a scalar,
+                # while with an Ellipsis after the ints it gives a 0-d view, as torch's x[i]
+                out = a.data[(*(index if isinstance(index, tuple) else (index,)), Ellipsis)]
         except IndexError as e:
             raise IndexError("index %r into a tensor of shape %s: %s" % (index, tuple(a.shape), e)) from None
+        return _wrap(out, a._version if np.may_share_memory(out, a.data) else None)
 
     @staticmethod
     def backward(ctx, grad):

@@ -271,6 +271,25 @@ def test_sum_and_mean_over_an_empty_dim_tuple_reduce_everything_like_torch():
     np.testing.assert_allclose(both.data, torch.vmap(lambda e: e.sum(()))(torch.tensor(a)).numpy())
 
 
+def test_basic_indexing_gives_a_view_and_advanced_indexing_a_copy_like_torch():
+    results = []
+    for lib, tensor in ((minigrad, minigrad.Tensor), (torch, torch.tensor)):
+        x = tensor(np.zeros((2, 3)))
+        x[0].add_(1.0)  # a row
+        x[1, 2].add_(5.0)  # one element: a 0-d view
+        x[:, 1].mul_(3.0)  # a strided column
+        x[[0, 1], [0, 0]].add_(100.0)  # advanced: a copy, x unchanged
+        results.append(np.array(x.data if lib is minigrad else x.numpy()))
+    np.testing.assert_array_equal(results[0], results[1])
+    w = minigrad.Tensor(np.ones(3), requires_grad=True)
+    y = (w * w).sum()  # saves w
+    with minigrad.no_grad():
+        w[0].zero_()  # through the view: w's version moves
+    assert w.data[0] == 0
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        y.backward()
+
+
 def test_pow_with_an_array_exponent_has_torchs_gradient():
     base = np.array([0.0, 2.0, 3.0, 0.5])
     exponent = np.array([0.0, 2.0, 0.0, -1.5])  # b == 0 entries: gradient 0, even at a == 0
