@@ -172,7 +172,7 @@ def main(argv=None):
                 print(json.dumps(cost.to_dict(), indent=2))
             else:
                 print(cost.to_text())
-                for label, ops in (("before", cost.hlo_ops), ("after: ", cost.optimized_ops)):
+                for label, ops in (("before:", cost.hlo_ops), ("after: ", cost.optimized_ops)):
                     print("HLO ops %s " % label + ", ".join("%s %d" % kv for kv in ops.items()))
                 if args.hlo:
                     print(cost.optimized_hlo)
