@@ -537,8 +537,8 @@ class SumTo(Function):
 
 class Index(Function):
     """x[index]: basic and advanced NumPy indexing. As in torch, basic indexing gives a view
-    that shares x's memory and version counter (with torch.no_grad(): w[0].zero_() changes w),
-    advanced indexing a copy."""
+    that shares x's memory and version counter (under minigrad.no_grad(), w[0].zero_()
+    changes w), advanced indexing a copy."""
 
     @staticmethod
     def forward(ctx, a, index):
