@@ -180,18 +180,30 @@ class Tensor:
     def __neg__(self):
         return _ops.Neg.apply(self)
 
-    # Comparisons give plain boolean tensors: they have no gradient.
+    # Comparisons give boolean tensors without gradient, elementwise as in torch (== too). They
+    # are operations (Compare), so that vmap batches them and hlo.jit traces them: on the
+    # arrays, a mask would be the whole batch's, or a constant baked into the program.
     def __gt__(self, other):
-        return Tensor._wrap(self.data > _data(other))
+        return _ops.Compare.apply(np.greater, self, other)
 
     def __ge__(self, other):
-        return Tensor._wrap(self.data >= _data(other))
+        return _ops.Compare.apply(np.greater_equal, self, other)
 
     def __lt__(self, other):
-        return Tensor._wrap(self.data < _data(other))
+        return _ops.Compare.apply(np.less, self, other)
 
     def __le__(self, other):
-        return Tensor._wrap(self.data <= _data(other))
+        return _ops.Compare.apply(np.less_equal, self, other)
+
+    def __eq__(self, other):
+        if other is None:  # (torch: t == None is False)
+            return NotImplemented
+        return _ops.Compare.apply(np.equal, self, other)
+
+    def __ne__(self, other):
+        if other is None:
+            return NotImplemented
+        return _ops.Compare.apply(np.not_equal, self, other)
 
     def __getitem__(self, index):
         return _ops.Index.apply(self, _index(index))

@@ -154,6 +154,14 @@ def test_relu_and_pow_gradient_masks_follow_the_data_not_the_trace():
             np.testing.assert_allclose(c.data, e.data, **TOL)
 
 
+def test_comparison_masks_follow_the_data_not_the_trace():
+    j = hlo.jit(lambda x: x * (x > 0) + (x == 1) * 10.0)
+    x = np.array([-1.0, 1.0, 2.0])
+    for data in (x, -x):
+        t = minigrad.Tensor(data)
+        np.testing.assert_allclose(j(data).data, (t * (t > 0) + (t == 1) * 10.0).data)
+
+
 def _train(step, params, x, y, steps):
     losses = []
     for _ in range(steps):

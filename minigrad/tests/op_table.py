@@ -50,4 +50,6 @@ CASES = {
     "linear_1d_input": (lambda L, x, w, b: L.linear(x, w, b), [arr(4), arr(5, 4), arr(5)]),
     # A shared subexpression: d reaches the output along two paths.
     "diamond": (lambda L, a, b: (lambda d: d.exp() * d + d.tanh())(a * b + a), [arr(3, 4), arr(3, 4)]),
+    # Comparison masks (no gradient of their own): batched by vmap, traced by hlo.
+    "compare_mask": (lambda L, a, b: a * (a > b) + b * (a <= b) * (a != 0.5), [arr(3, 4), arr(4)]),
 }

@@ -366,3 +366,14 @@ def test_masked_prefix_softmax_matches_torch():
                 assert not np.isnan(y.data).any() and not np.isnan(m.grad.data).any()
                 np.testing.assert_allclose(y.data, yt.detach().numpy(), rtol=tol, atol=tol)
                 np.testing.assert_allclose(m.grad.data, t.grad.numpy(), rtol=tol, atol=tol)
+
+
+def test_equality_is_elementwise_like_torch():
+    x = np.array([[0.0, 1.0], [2.0, 1.0]])
+    m, t = minigrad.Tensor(x), torch.tensor(x)
+    for mine, theirs in ((m == 1, t == 1), (m != 1, t != 1), (m == m, t == t),
+                         (1.0 == m, 1.0 == t)):
+        assert mine.dtype == np.bool_
+        np.testing.assert_array_equal(mine.data, theirs.numpy())
+    assert (m == None) is False and (m != None) is True  # noqa: E711 (as torch's)
+    assert {m: 1}[m] == 1  # hashed by identity, as torch's
