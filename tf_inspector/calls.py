@@ -11,6 +11,7 @@ diff_calls turns two descriptions into Changes with a reason from retrace.REASON
 
 import dataclasses
 import numbers
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -22,6 +23,8 @@ _TENSORS = (tf.Tensor, tf.Variable, np.ndarray, np.generic, tf.TensorSpec)
 _SIMPLE = (numbers.Number, str, bytes, bool, type(None))
 # TF compares ragged and sparse tensors by their TypeSpecs: by shape and dtype, like tensors.
 _COMPOSITES = (tf.RaggedTensor, tf.SparseTensor, tf.RaggedTensorSpec, tf.SparseTensorSpec)
+# describe_call's paths of whole arguments: positional ones, and keyword names (identifiers).
+_TOP_LEVEL = re.compile(r"args\[\d+\]|[^\[]+")
 
 
 @dataclasses.dataclass
@@ -106,7 +109,12 @@ def diff_calls(before, after):
     for path in sorted(set(before) | set(after), key=lambda p: (p.count("["), p)):
         old, new = before.get(path), after.get(path)
         if old is None or new is None:
-            continue  # reported at the container whose description changed
+            # An argument of *args or **kwargs that one call lacks has no container to
+            # report it: its key in TF has more or fewer arguments, a structure change.
+            if _TOP_LEVEL.fullmatch(path):
+                changes.append(Change(path, "structure", "absent" if old is None else show(old),
+                                      "absent" if new is None else show(new)))
+            continue  # else reported at the container whose description changed
         reason = _reason(old, new)
         if reason:
             changes.append(Change(path, reason, show(old), show(new)))

@@ -480,3 +480,14 @@ def test_watching_a_method_through_its_class_is_refused_with_the_way_that_works(
     m(tf.ones([2]))
     m(tf.ones([3]))
     assert [e.reasons for e in f.events] == [["initial"], ["shape"]], f.explain()
+
+
+def test_an_argument_more_in_star_args_or_kwargs_is_a_structure_change():
+    f = tf_inspector.watch(tf.function(lambda *xs, **kw: xs[0]))
+    f(tf.ones([2]))
+    f(tf.ones([2]), tf.ones([2]))
+    f(tf.ones([2]), extra=3)
+    assert f.trace_count == f.experimental_get_tracing_count() == 3, f.explain()
+    assert [(c.argument, c.reason, c.before, c.after) for e in f.events[1:] for c in e.changes] == [
+        ("args[1]", "structure", "absent", "float32[2]"),
+        ("extra", "structure", "absent", "3")], f.explain()
