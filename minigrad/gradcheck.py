@@ -73,9 +73,11 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3):
             bad = ~(np.abs(analytical[j] - numerical) <= atol + rtol * np.abs(numerical))
             if bad.any():
                 k, e = np.argwhere(bad)[0]
+                # (by identity: inputs.index would compare tensors with ==, elementwise)
+                position = next(i for i, x in enumerate(inputs) if x is t)
                 raise GradcheckError(
                     "Jacobian mismatch for output %d with respect to input %d at (output element "
                     "%d, input element %d): analytical %.10g, numerical %.10g (%d of %d entries "
-                    "differ)" % (o_index, inputs.index(t), k, e, analytical[j][k, e],
+                    "differ)" % (o_index, position, k, e, analytical[j][k, e],
                                  numerical[k, e], bad.sum(), bad.size))
     return True

@@ -75,6 +75,22 @@ def test_gradcheck_catches_an_output_cut_from_the_graph():
         minigrad.gradcheck(lambda t: minigrad.Tensor(t.data ** 2), x)
 
 
+def test_gradcheck_names_the_input_whose_gradient_is_wrong():
+    class WrongSecond(minigrad.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            return minigrad.Tensor(a.data * b.data)
+
+        @staticmethod
+        def backward(ctx, grad):
+            a, b = ctx.inputs
+            return grad * b, grad * 2.0
+
+    a, b = (minigrad.Tensor(np.array([1.0, 2.0]), requires_grad=True) for _ in range(2))
+    with pytest.raises(minigrad.GradcheckError, match="with respect to input 1"):
+        minigrad.gradcheck(WrongSecond.apply, (a, b))
+
+
 def test_gradcheck_works_on_a_non_contiguous_input():
     base = np.random.default_rng(0).normal(size=(4, 6))
     x = minigrad.tensor.from_numpy(base[:, ::2].T)  # a strided view, not a copy
