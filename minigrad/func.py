@@ -37,8 +37,7 @@ def _fresh_input(value, level, connect):
     if t.dtype.kind not in "fc":
         raise TypeError("grad/vjp: differentiated inputs must be floating point, got %s" % t.dtype)
     if t.requires_grad and not connect:  # under an outer no_grad: see vjp
-        batch, t = t._batch, t.detach()
-        t._batch = batch
+        t = t.detach()
     if level is not None and t._batch is not level:
         # Unbatched under vmap: one copy per example, so that each example's gradient is its own
         # (a stride-0 view where nothing outside differentiates through it: no copy is made).

@@ -160,16 +160,29 @@ def real_greater_equal(x, y):
     return np.greater_equal(np.real(x), y)
 
 
-class Compare(Function):
-    """ufunc(a, b) for a comparison or logical ufunc: a boolean tensor without gradient. Gradient
-    rules build their masks with it (not from saved arrays), so that a trace (minigrad.hlo) or a
-    batch (vmap) sees how a mask depends on the data."""
+class _Untracked(Function):
+    """An operation with no gradient: never recorded, but seen by the transforms (a trace
+    (minigrad.hlo) or a batch (vmap) must see how its result depends on the data)."""
 
     @classmethod
-    def apply(cls, ufunc, a, b):
+    def apply(cls, *args):
         if _State.transforms:
-            return _State.transforms[-1].process(cls, (ufunc, a, b))
-        return _wrap(ufunc(_data(a), _data(b)))
+            return _State.transforms[-1].process(cls, args)
+        return cls.forward(None, *args)
+
+
+class Detach(_Untracked):
+    """Tensor.detach: the same data and version counter, cut from the graph."""
+
+    @staticmethod
+    def forward(ctx, a):
+        return _wrap(a.data, a._version)
+
+
+class Compare(_Untracked):
+    """ufunc(a, b) for a comparison or logical ufunc: a boolean tensor without gradient. Gradient
+    rules build their masks with it (not from saved arrays), so that a trace or a batch sees
+    how a mask depends on the data."""
 
     @staticmethod
     def forward(ctx, ufunc, a, b):

@@ -58,6 +58,7 @@ RULES = {
     ops.MatMul: _binary(lambda a, b, y, d: d @ b, lambda a, b, y, d: a @ d),
     ops.Alias: lambda args, out, t: t[0],
     ops.Compare: lambda args, out, t: None,  # piecewise constant: no tangent
+    ops.Detach: lambda args, out, t: None,  # cut from differentiation
     ops.Neg: lambda args, out, t: -t[0],
     ops.Conj: _linear(ops.Conj.apply),
     ops.Exp: lambda args, out, t: t[0] * out,

@@ -75,7 +75,7 @@ class Tensor:
 
     def detach(self):
         """The same data, cut from the graph (shares memory, like torch)."""
-        return Tensor._wrap(self.data, self._version)
+        return _ops.Detach.apply(self)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False):
         """Accumulates d(self)/d(leaf) into the .grad of every leaf that requires grad.

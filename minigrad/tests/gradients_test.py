@@ -9,7 +9,8 @@ from minigrad.tests.op_table import CASES, arr
 from minigrad.tests.torch_compare import MinigradLib, TorchLib, assert_matches_torch
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+# detach's gradient leaves out what finite differences see, by definition.
+@pytest.mark.parametrize("name", sorted(name for name in CASES if name != "detach"))
 def test_gradients_match_finite_differences(name):
     fn, arrays = CASES[name]
     inputs = [minigrad.Tensor(a, requires_grad=True) for a in arrays]

@@ -162,6 +162,12 @@ def test_comparison_masks_follow_the_data_not_the_trace():
         np.testing.assert_allclose(j(data).data, (t * (t > 0) + (t == 1) * 10.0).data)
 
 
+def test_a_detached_input_is_the_input_not_a_constant_of_the_trace():
+    j = hlo.jit(lambda x: x.detach() * 2 + x)
+    for data in (np.ones(2), np.zeros(2)):
+        np.testing.assert_allclose(j(data).data, data * 3)
+
+
 def _train(step, params, x, y, steps):
     losses = []
     for _ in range(steps):

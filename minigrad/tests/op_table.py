@@ -51,5 +51,7 @@ CASES = {
     # A shared subexpression: d reaches the output along two paths.
     "diamond": (lambda L, a, b: (lambda d: d.exp() * d + d.tanh())(a * b + a), [arr(3, 4), arr(3, 4)]),
     # Comparison masks (no gradient of their own): batched by vmap, traced by hlo.
+    # detach: the same values (batched by vmap, traced by hlo), no gradient through one factor.
+    "detach": (lambda L, a: a * a.detach().exp(), [arr(3, 4)]),
     "compare_mask": (lambda L, a, b: a * (a > b) + b * (a <= b) * (a != 0.5), [arr(3, 4), arr(4)]),
 }
