@@ -2,10 +2,10 @@
 
 describe_call flattens the arguments into {path: leaf}; a leaf is ("tensor", (dtype, shape,
 composite)) for what TF traces as a tensor (NumPy scalars too), shape None for an unknown
-rank, composite the class of a ragged or sparse tensor (else None); ("container", text);
-("python", repr) for Python numbers and strings; or ("object", TraceType) for any other
-Python object, compared the way TF compares it (by identity, through a weakref, unless the
-object defines __tf_tracing_type__).
+rank, composite the class of a ragged or sparse tensor, or "Variable" (else None);
+("container", text); ("python", repr) for Python numbers and strings; or ("object",
+TraceType) for any other Python object, compared the way TF compares it (by identity,
+through a weakref, unless the object defines __tf_tracing_type__).
 diff_calls turns two descriptions into Changes with a reason from retrace.REASONS.
 """
 
@@ -22,6 +22,7 @@ from tensorflow.core.function.trace_type import from_value
 _TENSORS = (tf.Tensor, tf.Variable, np.ndarray, np.generic, tf.TensorSpec)
 _SIMPLE = (numbers.Number, str, bytes, bool, type(None))
 # TF compares ragged and sparse tensors by their TypeSpecs: by shape and dtype, like tensors.
+# So it does variables (VariableSpec), but a variable and a tensor are two keys.
 _COMPOSITES = (tf.RaggedTensor, tf.SparseTensor, tf.RaggedTensorSpec, tf.SparseTensorSpec)
 # describe_call's paths of whole arguments: positional ones, and keyword names (identifiers).
 _TOP_LEVEL = re.compile(r"args\[\d+\]|[^\[]+")
@@ -40,7 +41,7 @@ def _leaves(value, path, out):
         spec = value if isinstance(value, tf.TypeSpec) else tf.type_spec_from_value(value)
         shape = tf.TensorShape(spec.shape)
         composite = type(value).__name__.replace("Spec", "") if isinstance(
-            value, _COMPOSITES) else None
+            value, _COMPOSITES) else "Variable" if isinstance(value, tf.Variable) else None
         out[path] = ("tensor", (tf.as_dtype(spec.dtype).name,
                                 None if shape.rank is None else tuple(shape.as_list()), composite))
     elif isinstance(value, dict):

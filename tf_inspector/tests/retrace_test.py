@@ -491,3 +491,13 @@ def test_an_argument_more_in_star_args_or_kwargs_is_a_structure_change():
     assert [(c.argument, c.reason, c.before, c.after) for e in f.events[1:] for c in e.changes] == [
         ("args[1]", "structure", "absent", "float32[2]"),
         ("extra", "structure", "absent", "3")], f.explain()
+
+
+def test_a_variable_where_a_tensor_was_is_a_structure_change():
+    f = tf_inspector.watch(tf.function(lambda v: v * 2.0))
+    f(tf.Variable(tf.ones([2])))
+    f(tf.Variable(tf.ones([2])))  # another variable of that shape: the same graph
+    f(tf.ones([2]))
+    assert f.trace_count == f.experimental_get_tracing_count() == 2, f.explain()
+    assert (f.events[1].reasons, f.events[1].before, f.events[1].after) == (
+        ["structure"], "Variable float32[2]", "float32[2]"), f.explain()
