@@ -85,6 +85,12 @@ class GraphReport:
     def cost(self, *inputs, **sizes):
         """{"flops", "bytes"}: the totals at concrete sizes of the unknown dimensions, given
         by name (cost(batch=8)) or as the inputs of a call (cost(tf.ones([8, 3])))."""
+        # A size for a dimension the costs do not depend on would be ignored, and the
+        # costs at the traced sizes read as costs at that size.
+        unknown = sorted(set(sizes) - set(self.symbols))
+        if unknown:
+            raise ValueError("no unknown dimension named %s: the costs depend on %s" % (
+                ", ".join(unknown), ", ".join(self.symbols) or "none (every dimension is known)"))
         sizes = {**symbolic.bind(self.inputs, inputs), **sizes}
         return {"flops": symbolic.evaluate(self.total_flops, sizes),
                 "bytes": symbolic.evaluate(self.total_bytes, sizes)}

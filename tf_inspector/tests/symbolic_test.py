@@ -56,6 +56,11 @@ def test_named_dims_shared_across_inputs_and_bound_from_a_call():
         report.cost(batch=2)
     with pytest.raises(ValueError, match="inputs disagree on batch: 2 and 3"):
         report.cost(tf.ones([2, 5, 16]), tf.ones([3, 5, 16]))
+    with pytest.raises(ValueError, match="no unknown dimension named sq: the costs depend on "
+                                         "batch, seq"):
+        report.cost(batch=2, sq=5)
+    with pytest.raises(ValueError, match=r"named batch: .* none \(every dimension is known\)"):
+        static.cost(batch=3)  # not static's costs at batch 2, read as at batch 3
 
 
 def test_shapes_that_are_no_product_of_the_dims_stay_unknown_not_wrong():
