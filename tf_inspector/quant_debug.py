@@ -80,13 +80,15 @@ class QuantDebugReport:
         return self._debugger.get_nondebug_quantized_model()
 
     def to_json(self):
+        """The report as JSON; a metric that is not finite (the cosine of a layer with an Inf,
+        RMSE/scale at scale 0) is null, as JSON has no NaN or Infinity."""
         def layer(l):
             return dataclasses.asdict(l) if l else None
-        return json.dumps({"samples": self.samples, "jump": self.jump, "rounding": ROUNDING,
-                           "first_jump": layer(self.first_jump),
-                           "first_nonfinite": layer(self.first_nonfinite),
-                           "output": self.output, "layers": [layer(l) for l in self.layers]},
-                          indent=1, default=float)
+        return json.dumps(_finite_or_null({
+            "samples": self.samples, "jump": self.jump, "rounding": ROUNDING,
+            "first_jump": layer(self.first_jump), "first_nonfinite": layer(self.first_nonfinite),
+            "output": self.output, "layers": [layer(l) for l in self.layers]}),
+            indent=1, allow_nan=False)
 
     def to_text(self, top=10):
         lines = ["quantisation debug over %d samples, %d quantised layers (RMSE/scale of rounding "
@@ -161,6 +163,16 @@ class QuantDebugReport:
         if path:
             data.save_to_file(path)
         return data
+
+
+def _finite_or_null(value):
+    if isinstance(value, dict):
+        return {k: _finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite_or_null(v) for v in value]
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return value
 
 
 def _dequantize(q, scale, zero_point):

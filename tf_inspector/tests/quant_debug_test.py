@@ -1,6 +1,7 @@
 """quant_debug names the layer an int8 conversion breaks, and keeping it in float repairs it."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -125,6 +126,10 @@ def test_an_inf_that_only_quantisation_makes_is_located():
     assert r.first_nonfinite is not None and r.first_nonfinite.op == "RSQRT"
     assert all(l.nonfinite == 0 for l in r.layers if l.index < r.first_nonfinite.index)
     assert "first NaN/Inf: layer %d RSQRT" % r.first_nonfinite.index in r.to_text()
+    # JSON has no NaN: the Inf layer's cosine is null, not a token strict parsers refuse.
+    assert math.isnan(r.first_nonfinite.cosine)
+    data = json.loads(r.to_json(), parse_constant=lambda token: pytest.fail("JSON with " + token))
+    assert data["first_nonfinite"]["cosine"] is None
 
 
 def test_bad_arguments_are_clear_errors():
