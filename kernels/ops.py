@@ -54,16 +54,17 @@ for _name in ("warp_softmax", "warp_log_softmax"):
     torch.library.register_fake("kernels::%s_backward" % _name)(_fake_backward)
 
 
-def _check_mask(x, mask):
-    """The masked operator's checks on `mask` (its C++ kernel makes the same)."""
-    if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
+def _check_mask(shape, mask_shape, mask_dtype):
+    """The masked operator's checks on a mask of `mask_shape` and `mask_dtype` for an input
+    of `shape` (its C++ kernel makes the same; the vmap rule, on each example's shapes)."""
+    if mask_dtype != torch.bool and not mask_dtype.is_floating_point:
         raise RuntimeError("warp_softmax_masked: mask must be a bool or floating point tensor, got %s"
-                           % mask.dtype)
-    shape = tuple(x.shape)  # the result's: a mask with more dims is refused
-    torch._check(mask.dim() <= len(shape) and all(
-        m == 1 or m == s for m, s in zip(reversed(mask.shape), reversed(shape))),
+                           % mask_dtype)
+    shape, mask_shape = list(shape), list(mask_shape)  # the result's: a mask with more dims is refused
+    torch._check(len(mask_shape) <= len(shape) and all(
+        m == 1 or m == s for m, s in zip(reversed(mask_shape), reversed(shape))),
         lambda: "warp_softmax_masked: mask of shape %s does not broadcast to the input's shape %s"
-        % (list(mask.shape), list(x.shape)))
+        % (mask_shape, shape))
 
 
 @torch.library.register_fake("kernels::warp_softmax_masked")
@@ -71,7 +72,7 @@ def _fake_masked(x, mask=None, scale=1.0, dim=-1):
     _fake(x, dim)
     dtype = x.dtype
     if mask is not None:
-        _check_mask(x, mask)
+        _check_mask(x.shape, mask.shape, mask.dtype)
         if mask.dtype.is_floating_point:
             dtype = torch.result_type(x, mask)  # as x * scale + mask has
     return torch.empty_like(x, dtype=dtype)
@@ -253,9 +254,13 @@ def _vmap_masked(info, in_dims, x, mask=None, scale=1.0, dim=-1):
     rank = x.dim() - (x_dim is not None)  # of each example
     dim = dims.normalize(dim, rank, "warp_softmax_masked")
     x = x.movedim(x_dim, 0) if x_dim is not None else x.expand(info.batch_size, *x.shape)
-    if mask is not None and mask_dim is not None:  # align each example's mask to x's example rank
-        mask = mask.movedim(mask_dim, 0)
-        mask = mask.reshape(mask.shape[:1] + (1,) * max(0, rank - mask.dim() + 1) + mask.shape[1:])
+    if mask is not None:
+        mask = mask.movedim(mask_dim, 0) if mask_dim is not None else mask
+        # Each example's shapes, as eager checks them: an unbatched mask with more dims than an
+        # example would otherwise broadcast against the batch dim (mask[b] masking x[b]).
+        _check_mask(x.shape[1:], mask.shape[mask_dim is not None:], mask.dtype)
+        if mask_dim is not None:  # align each example's mask to x's example rank
+            mask = mask.reshape(mask.shape[:1] + (1,) * max(0, rank - mask.dim() + 1) + mask.shape[1:])
     if rank == 0:  # rows of one element, as torch treats a 0-d input
         return _ops.warp_softmax_masked(x.unsqueeze(-1), mask if mask is None else mask.reshape(
             mask.shape + (1,) * (mask_dim is not None)), scale, -1).squeeze(-1), 0

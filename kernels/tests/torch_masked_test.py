@@ -183,6 +183,10 @@ def test_torch_func_grad_jacrev_vmap():
     torch.testing.assert_close(torch.func.vmap(fn)(x, mask), ref(x, mask[:, None]))
     torch.testing.assert_close(torch.func.vmap(fn, (0, None))(x, mask[0]), ref(x, mask[0]))
     torch.testing.assert_close(torch.func.vmap(fn)(x[:, 0, 0], mask[:, 0]), torch.ones(3, dtype=torch.float64))
+    # A shared mask with more dims than an example: refused, as eagerly, rather than
+    # broadcast against the batch dim (mask[b] masking x[b]).
+    with pytest.raises(RuntimeError, match=r"mask of shape \[3, 4, 6\] .* input's shape \[4, 6\]$"):
+        torch.func.vmap(fn, (0, None))(x, torch.zeros(3, 4, 6, dtype=torch.float64))
 
 
 @pytest.mark.parametrize("mask", [None, "float", "bool"])
