@@ -8,8 +8,9 @@
 
 `converter` is the conversion being debugged: a tf.lite.TFLiteConverter set up for full
 integer quantisation (optimizations and a representative_dataset), or a function returning
-one. `model` is the float model (a callable: a tf.function, a Keras model) that the
-quantised model's final outputs are compared with. `samples` are the debugging inputs: each
+one. `model` is the float model (a callable: a tf.function, a Keras model) whose one output
+(a tensor, or a structure of one, as a signature's dict) the quantised model's final output
+is compared with. `samples` are the debugging inputs: each
 a list in the model's input order or a dict by input name; all of one shape (the TFLite
 debugger sizes its interpreter on the first).
 
@@ -212,6 +213,16 @@ def _ordered(sample, names):
     return out
 
 
+def _only_output(outputs):
+    """The model's one output tensor, however nested (a signature returns a dict of them)."""
+    import tensorflow as tf
+    flat = tf.nest.flatten(outputs)
+    if len(flat) != 1:
+        # The TFLite model's outputs are not in tf.nest's order: which one is which is unknown.
+        raise ValueError("quant_debug compares one output, and the model returns %d" % len(flat))
+    return np.asarray(flat[0])
+
+
 def _run_tflite(content, rows):
     from tensorflow import lite
     interpreter = lite.Interpreter(model_content=content)
@@ -275,7 +286,7 @@ def quant_debug(model, converter, samples, jump=1.0):
             clipped=float(row["clipped"]), nonfinite=float(row["nonfinite"]), scale=scale))
 
     quantised = _run_tflite(converting.get_nondebug_quantized_model(), rows)
-    reference = [np.asarray(model(**s) if isinstance(s, dict) else model(*s)) for s in samples]
+    reference = [_only_output(model(**s) if isinstance(s, dict) else model(*s)) for s in samples]
     ours = np.concatenate([np.ravel(o) for o in quantised])
     theirs = np.concatenate([np.ravel(o) for o in reference])
     diff = ours - theirs

@@ -141,3 +141,21 @@ def test_bad_arguments_are_clear_errors():
     with pytest.raises(ValueError, match="share one shape"):
         tf_inspector.quant_debug(module.predict, converter_for(module, calibration),
                                  [[np.zeros((1, 8), np.float32)], [np.zeros((2, 8), np.float32)]])
+
+
+def test_a_model_returning_a_dict_is_compared_by_its_one_output():
+    module = tf.Module()
+    module.w = tf.Variable(np.eye(4, dtype=np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec([1, 4], tf.float32)])
+    def predict(x):  # as a SavedModel signature returns its output
+        return {"logits": tf.matmul(x, module.w)}
+
+    module.predict = predict
+    calibration = np.random.default_rng(0).uniform(0, 1, (16, 1, 4)).astype(np.float32)
+    sample = [[np.full((1, 4), 0.5, np.float32)]]
+    r = tf_inspector.quant_debug(predict, converter_for(module, calibration), sample)
+    assert r.output["max_abs_error"] < 0.01 and r.output["argmax_agreement"] == 1.0
+    with pytest.raises(ValueError, match="compares one output, and the model returns 2"):
+        tf_inspector.quant_debug(lambda x: (predict(x), predict(x)),
+                                 converter_for(module, calibration), sample)
