@@ -69,6 +69,8 @@ def _initial_grads(outputs, grad_outputs):
         if g.shape != out.shape:
             raise RuntimeError("gradient of shape %s does not match the output's shape %s"
                                % (tuple(g.shape), tuple(out.shape)))
+        if g.dtype != out.dtype:
+            g = ops.Cast.apply(g, out.dtype)
         grads.append(g)
     return grads
 
@@ -119,6 +121,10 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None):
                     continue
                 if g.data.shape != value.data.shape:  # (the arrays': under vmap, both batched)
                     g = _fit(node, index, g, value.data.shape)
+                if g.data.dtype is not value.data.dtype and g.data.dtype != value.data.dtype:
+                    # a mixed-dtype operation's gradient: its input's dtype (float32 x * a
+                    # float64 y gives x a float32 gradient, as in torch)
+                    g = ops.Cast.apply(g, value.data.dtype)
                 child = value.grad_fn
                 if child is None:
                     _deliver(value, g, create_graph, leaf_grads if capture is not None else None,
@@ -170,10 +176,8 @@ def _deliver(leaf, grad, create_graph, into, delivered):
         # Each leaf gets an array of its own, so updating one .grad in place cannot change
         # another: views, and arrays already handed to another leaf, are copied.
         array = grad.data
-        dtype = leaf.data.dtype
-        if not create_graph and (array.base is not None or id(array) in delivered
-                                 or (array.dtype is not dtype and array.dtype != dtype)):
-            grad = Tensor._wrap(np.array(array, dtype=dtype))
+        if not create_graph and (array.base is not None or id(array) in delivered):
+            grad = Tensor._wrap(array.copy())
         delivered.add(id(grad.data))
         leaf.grad = grad
     else:

@@ -165,7 +165,7 @@ def linear(cls, args, batched):
 RULES = {
     ops.Add: elementwise, ops.Sub: elementwise, ops.Mul: elementwise, ops.Div: elementwise,
     ops.Pow: elementwise, ops.Where: elementwise, ops.Compare: elementwise,
-    ops.Alias: unary, ops.Detach: unary, ops.Neg: unary, ops.Conj: unary, ops.Exp: unary, ops.Tanh: unary,
+    ops.Alias: unary, ops.Detach: unary, ops.Cast: unary, ops.Neg: unary, ops.Conj: unary, ops.Exp: unary, ops.Tanh: unary,
     ops.Sigmoid: unary, ops.Log: unary, ops.ReLU: unary,
     ops.Sum: reduction, ops.Mean: reduction, ops.Max: reduction,
     ops.MatMul: matmul, ops.Reshape: reshape, ops.Permute: permute, ops.Expand: expand,

@@ -345,6 +345,7 @@ EMIT = {
     ops.Tanh: _unary("tanh"), ops.Sigmoid: _unary("logistic"), ops.ReLU: _relu,
     ops.Alias: lambda em, args, out: em.value(args[0]),
     ops.Detach: lambda em, args, out: em.value(args[0]),
+    ops.Cast: lambda em, args, out: em.cast(em.value(args[0]), out.shape, args[0].dtype, out.dtype),
     ops.MatMul: _matmul, ops.Sum: _sum, ops.Mean: _mean, ops.Max: _max,
     ops.Reshape: lambda em, args, out: em.reshape(em.value(args[0]), args[0].shape, out.dtype, out.shape),
     ops.Permute: _permute,

@@ -214,6 +214,21 @@ class Conj(Function):
         return Conj.apply(grad)
 
 
+class Cast(Function):
+    """`a` as `dtype`, the real part if a is complex and dtype is not: the cast autograd gives
+    each gradient to its input's dtype (as torch's validate_outputs does)."""
+
+    @staticmethod
+    def forward(ctx, a, dtype):
+        ctx.dtype = a.dtype
+        data = a.data if np.dtype(dtype).kind == "c" else a.data.real
+        return _wrap(data.astype(dtype))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return Cast.apply(grad, ctx.dtype)
+
+
 class Alias(Function):
     """The same tensor as a new node (a fresh input for a minigrad.func transform)."""
 

@@ -61,6 +61,7 @@ RULES = {
     ops.Detach: lambda args, out, t: None,  # cut from differentiation
     ops.Neg: lambda args, out, t: -t[0],
     ops.Conj: _linear(ops.Conj.apply),
+    ops.Cast: _linear(ops.Cast.apply),
     ops.Exp: lambda args, out, t: t[0] * out,
     ops.Tanh: lambda args, out, t: t[0] * (1 - out * out),
     ops.Sigmoid: lambda args, out, t: t[0] * out * (1 - out),

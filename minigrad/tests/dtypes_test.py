@@ -85,6 +85,39 @@ def test_gradients_of_mixed_precision_operands_keep_each_inputs_dtype():
     assert xt.grad.dtype == torch.float32 and yt.grad.dtype == torch.float64
 
 
+def test_every_path_gives_a_mixed_precision_input_a_gradient_of_its_own_dtype():
+    """torch casts each gradient to its input's dtype: autograd.grad, func.grad, a second
+    backward accumulating into .grad, create_graph, and a caller's float64 gradient."""
+    y = minigrad.Tensor(np.full(3, 2.0))
+    f = lambda x: (x * y).sum()
+    x = minigrad.Tensor(np.ones(3, np.float32), requires_grad=True)
+    assert minigrad.grad(f(x), x)[0].dtype == np.float32
+    assert minigrad.func.grad(f)(minigrad.Tensor(np.ones(3, np.float32))).dtype == np.float32
+    f(x).backward()
+    f(x).backward()
+    assert x.grad.dtype == np.float32
+    x.grad = None
+    f(x).backward(create_graph=True)
+    assert x.grad.dtype == np.float32
+    x.grad = None
+    x.backward(np.ones(3))
+    assert x.grad.dtype == np.float32
+    xt = torch.ones(3, dtype=torch.float32, requires_grad=True)
+    (xt * torch.full((3,), 2.0)).sum().backward()
+    (xt * torch.full((3,), 2.0)).sum().backward()
+    assert xt.grad.dtype == torch.float32
+
+
+@pytest.mark.filterwarnings("error::numpy.exceptions.ComplexWarning")  # (taken on purpose)
+def test_a_real_input_gets_the_real_part_of_a_complex_gradient_like_torch():
+    x = minigrad.Tensor(np.ones(2), requires_grad=True)
+    (x * (1 + 2j)).backward(np.full(2, 1 - 1j))
+    xt = torch.ones(2, requires_grad=True)
+    (xt * (1 + 2j)).backward(torch.full((2,), 1 - 1j))
+    assert x.grad.dtype == np.float64
+    np.testing.assert_allclose(x.grad.data, xt.grad.numpy())
+
+
 # Every op of the op table on 0-d inputs: value and gradient as torch's.
 ZERO_D = {
     "add": lambda L, a, b: a + b, "sub": lambda L, a, b: a - b, "mul": lambda L, a, b: a * b,
