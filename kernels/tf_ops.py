@@ -50,7 +50,10 @@ def _apply(logits, axis, log):
                         % logits.dtype.name)
     rank = logits.shape.rank
     if rank is None:
-        raise ValueError("warp_softmax needs logits of known rank")
+        # The op's own axis needs no rank (as tf.nn.softmax's default); a scalar fails when run, as there.
+        if axis == -1:
+            return _lib.warp_softmax(logits, log_softmax=log)
+        raise ValueError("warp_softmax needs logits of known rank for axis %d (axis -1 takes any)" % axis)
     axis = dims.normalize(axis, rank, "warp_softmax", "axis", ValueError)
     if rank == 0 or axis == rank - 1:
         return _lib.warp_softmax(logits, log_softmax=log) if rank else \

@@ -80,6 +80,18 @@ def test_traces_into_tf_function_with_static_shapes():
     np.testing.assert_allclose(f(tf.ones([3, 8])), np.full([3, 8], 1 / 8), rtol=1e-6)
 
 
+@pytest.mark.parametrize("ours,theirs", PAIRS)
+def test_traces_with_an_unknown_rank_along_the_last_axis_as_tf_nn(ours, theirs):
+    # A signature such as serving's TensorSpec(None): tf.nn takes it for axis -1, so does ours.
+    spec = tf.TensorSpec(None, tf.float32)
+    f, g = (tf.function(fn, input_signature=[spec]) for fn in (ours, theirs))
+    for shape in ([5], [3, 4], [2, 3, 4]):
+        x = tf.constant(rng.normal(size=shape), tf.float32)
+        np.testing.assert_allclose(f(x), g(x), atol=2e-6, rtol=1e-5)
+    with pytest.raises(ValueError, match="known rank for axis 0"):
+        tf.function(lambda t: ours(t, 0), input_signature=[spec]).get_concrete_function()
+
+
 def test_bad_input_is_a_clear_error():
     with pytest.raises(TypeError, match="int32"):
         tf_ops.warp_softmax(tf.constant([1, 2, 3]))
