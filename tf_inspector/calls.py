@@ -4,8 +4,9 @@ describe_call flattens the arguments into {path: leaf}; a leaf is ("tensor", (dt
 composite)) for what TF traces as a tensor (NumPy scalars too), shape None for an unknown
 rank, composite the class of a ragged or sparse tensor, or "Variable" (else None);
 ("container", text); ("python", repr) for Python numbers and strings; or ("object",
-TraceType) for any other Python object, compared the way TF compares it (by identity,
-through a weakref, unless the object defines __tf_tracing_type__).
+(class name, address, TraceType, repr if its class has its own)) for any other Python
+object, compared the way TF compares it (by identity, through a weakref, unless the object
+defines __tf_tracing_type__).
 diff_calls turns two descriptions into Changes with a reason from retrace.REASONS.
 """
 
@@ -59,8 +60,15 @@ def _leaves(value, path, out):
             kind = from_value(value)
         except TypeError:  # TF cannot trace it either; it raises its own error
             kind = None
-        out[path] = ("object", (type(value).__name__, hex(id(value)), kind))
+        # Its own repr says which value it is (Mode.A, tf.int32), where its address cannot.
+        own_repr = type(value).__repr__ is not object.__repr__
+        out[path] = ("object", (type(value).__name__, hex(id(value)), kind,
+                                _shorten(repr(value)) if own_repr else None))
     return out
+
+
+def _shorten(text, width=60):
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def describe_call(args, kwargs):
@@ -80,9 +88,10 @@ def show(leaf):
                            "[<unknown rank>]" if shape is None else
                            "[" + ",".join("?" if d is None else str(d) for d in shape) + "]")
     if kind == "object":
-        name, address, trace_type = value
+        name, address, trace_type, text = value
         if hasattr(trace_type, "_ref"):  # identity: say which object
-            return "%s object at %s" % (name, address)
+            return "%s (object at %s)" % (text, address) if text else "%s object at %s" % (
+                name, address)
         return "%s (tracing type %s)" % (name, trace_type)
     return value
 

@@ -501,3 +501,19 @@ def test_a_variable_where_a_tensor_was_is_a_structure_change():
     assert f.trace_count == f.experimental_get_tracing_count() == 2, f.explain()
     assert (f.events[1].reasons, f.events[1].before, f.events[1].after) == (
         ["structure"], "Variable float32[2]", "float32[2]"), f.explain()
+
+
+def test_objects_compared_by_identity_are_shown_by_their_own_repr():
+    import enum
+
+    class Mode(enum.Enum):
+        TRAIN = 1
+        EVAL = 2
+
+    f = tf_inspector.watch(tf.function(lambda x, mode, dtype: tf.cast(x, dtype)))
+    f(tf.ones([2]), Mode.TRAIN, tf.float16)
+    f(tf.ones([2]), Mode.EVAL, tf.float16)
+    f(tf.ones([2]), Mode.EVAL, tf.int32)
+    assert [(e.before.split(" (object")[0], e.after.split(" (object")[0]) for e in f.events[1:]] == [
+        ("<Mode.TRAIN: 1>", "<Mode.EVAL: 2>"), ("tf.float16", "tf.int32")], f.explain()
+    assert_specific(f.explain(), f.events)
