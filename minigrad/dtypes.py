@@ -51,3 +51,10 @@ def _operands(a, b):
         dtype = _result_dtype(x, y)
         x, y = x.astype(dtype, copy=False), y.astype(dtype, copy=False)
     return x, y
+
+
+def floating(array):
+    """array, with integers and booleans as float64: what torch's float-valued operations
+    (exp, log, softmax, ...) compute them in, its default float being minigrad's float64
+    (NumPy's exp of an int8 is float16, and its sigmoid would negate a uint8 modulo 256)."""
+    return array if array.dtype.kind in "fc" else array.astype(np.float64)

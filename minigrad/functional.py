@@ -13,6 +13,7 @@ import numpy as np
 
 from kernels import dims
 from minigrad import ops
+from minigrad.dtypes import floating
 from minigrad.function import Function
 from minigrad.grad_mode import _State
 from minigrad.tensor import Tensor
@@ -76,7 +77,7 @@ def _dim(op, shape, dim):
 
 def _floating(x):
     """x's array, integers and booleans promoted to float64."""
-    return x.data if x.data.dtype.kind in "fc" else x.data.astype(np.float64)
+    return floating(x.data)
 
 
 class _RowwiseSoftmax(Function):

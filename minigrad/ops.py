@@ -17,7 +17,7 @@ grad * conj(df/dx)).
 import numpy as np
 
 from kernels.dims import normalize as normalize_dim
-from minigrad.dtypes import _operands
+from minigrad.dtypes import _operands, floating
 from minigrad.function import Function
 from minigrad.grad_mode import _State
 from minigrad.tensor import Tensor
@@ -417,10 +417,11 @@ class _OfOutput(Function):
     create_graph it carries the graph back to the input."""
 
     fn = None
+    to_float = True  # whether integer and boolean inputs are computed as float64 (not relu)
 
     @classmethod
     def forward(cls, ctx, a):
-        out = _wrap(cls.fn(a.data))
+        out = _wrap(cls.fn(floating(a.data) if cls.to_float else a.data))
         ctx.save_for_backward(out)
         return out
 
@@ -464,7 +465,7 @@ class Log(Function):
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
-        return _wrap(np.log(a.data))
+        return _wrap(np.log(floating(a.data)))
 
     @staticmethod
     def backward(ctx, grad):
@@ -476,6 +477,7 @@ class ReLU(_OfOutput):
     # A zero of x's dtype: NumPy's conversion of a Python 0 added 3.5 us a call, two thirds
     # of the maximum's own time at a batch of 64 (8.9 against 5.4 us for 64x128 float32).
     fn = staticmethod(lambda x: np.maximum(x, x.dtype.type(0)))
+    to_float = False  # (as torch's relu: an integer tensor stays one)
 
     @classmethod
     def forward(cls, ctx, a):

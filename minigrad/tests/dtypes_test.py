@@ -118,6 +118,16 @@ def test_a_real_input_gets_the_real_part_of_a_complex_gradient_like_torch():
     np.testing.assert_allclose(x.grad.data, xt.grad.numpy())
 
 
+@pytest.mark.parametrize("op", ["exp", "log", "tanh", "sigmoid"])
+@pytest.mark.parametrize("dtype", ["bool", "uint8", "int8", "int32"])
+def test_float_ops_of_integers_and_booleans_give_the_default_float_like_torch(op, dtype):
+    x = np.array([[1, 0, 3], [2, 5, 1]]).astype(dtype)
+    mine = getattr(minigrad.Tensor(x), op)()
+    theirs = getattr(torch.tensor(x), op)()  # (torch's default float is float64 here)
+    assert mine.dtype == np.float64 and theirs.dtype == torch.float64
+    np.testing.assert_allclose(mine.data, theirs.numpy(), rtol=1e-12)
+
+
 # Every op of the op table on 0-d inputs: value and gradient as torch's.
 ZERO_D = {
     "add": lambda L, a, b: a + b, "sub": lambda L, a, b: a - b, "mul": lambda L, a, b: a * b,
