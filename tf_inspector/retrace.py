@@ -39,7 +39,7 @@ import tensorflow as tf
 from tensorflow.python.eager.polymorphic_function import tracing_compilation as _tc
 
 from tf_inspector import tracehooks, userframes
-from tf_inspector.calls import Change, diff_calls, diff_contexts, generalised
+from tf_inspector.calls import Change, describe_call, diff_calls, diff_contexts, generalised
 from tf_inspector.tracehooks import captures, is_simple, python_function, read_capture
 
 REASONS = ("initial", "shape", "dtype", "python_value", "python_object", "structure", "context",
@@ -164,6 +164,11 @@ class Recorder:
         code = getattr(fn, "__code__", None)
         state = _FunctionState(getattr(fn, "__qualname__", tracing_options.name), code, cache,
                                code is not None and userframes.is_library(code.co_filename))
+        # Traces made before this recorder heard the function are earlier traces all the
+        # same: its next trace is a retrace against them, not its initial one. Their
+        # calling contexts are not kept (None). (TF's own one-off functions have no cache.)
+        state.traces = [(describe_call(*c.structured_input_signature), None)
+                        for c in (cache.values() if cache is not None else ())]
         self._states[id(cache)] = state
         return state
 
@@ -192,8 +197,8 @@ class Recorder:
         if first is not None:
             return first  # TF's second trace of a first call that created variables
         if state.traces:
-            best = min(((diff_calls(c, call) or diff_contexts(x, context)) for c, x in state.traces),
-                       key=_closeness)
+            best = min((diff_calls(c, call) or (diff_contexts(x, context) if x is not None else [])
+                        for c, x in state.traces), key=_closeness)
             best = best or [Change("the cache key", "unexplained", "the earlier traces",
                                    "a key none of them matched")]
             event = TraceEvent(state.name, state.calls, list(dict.fromkeys(c.reason for c in best)),

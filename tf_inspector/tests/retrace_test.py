@@ -517,3 +517,18 @@ def test_objects_compared_by_identity_are_shown_by_their_own_repr():
     assert [(e.before.split(" (object")[0], e.after.split(" (object")[0]) for e in f.events[1:]] == [
         ("<Mode.TRAIN: 1>", "<Mode.EVAL: 2>"), ("tf.float16", "tf.int32")], f.explain()
     assert_specific(f.explain(), f.events)
+
+
+def test_a_function_traced_before_it_was_watched_retraces_against_those_traces():
+    f = tf.function(lambda x: x + 1.0)
+    f(tf.ones([1]))
+    f(tf.ones([2]))
+    w = tf_inspector.watch(f)
+    f(tf.ones([2]))  # a graph made before the watch: no trace
+    f(tf.ones([3]))
+    assert f.experimental_get_tracing_count() == 3
+    assert [(e.call_index, e.reasons, e.before, e.after) for e in w.events] == [
+        (2, ["shape"], "float32[1]", "float32[3]")], w.explain()
+    with tf_inspector.monitor() as m:
+        f(tf.ones([4]))
+    assert [e.reasons for e in m.events] == [["shape"]], m.explain()
