@@ -348,7 +348,9 @@ class Sum(Function):
     def forward(ctx, a, dim=None, keepdim=False):
         axes = _axes("sum", dim, a.shape)
         ctx.shape, ctx.axes, ctx.keepdim = a.shape, axes, keepdim
-        return _wrap(np.asarray(a.data.sum(axis=axes, keepdims=keepdim)))
+        # torch sums every integer and boolean dtype as int64 (NumPy: unsigned as uint64)
+        dtype = np.int64 if a.data.dtype.kind in "bu" else None
+        return _wrap(np.asarray(a.data.sum(axis=axes, dtype=dtype, keepdims=keepdim)))
 
     @staticmethod
     def backward(ctx, grad):

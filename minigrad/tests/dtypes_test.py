@@ -128,6 +128,15 @@ def test_float_ops_of_integers_and_booleans_give_the_default_float_like_torch(op
     np.testing.assert_allclose(mine.data, theirs.numpy(), rtol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", ["bool", "uint8", "uint16", "int8", "int32"])
+def test_sums_of_integers_and_booleans_are_int64_like_torch(dtype):
+    x = np.array([[1, 0, 3], [2, 5, 1]]).astype(dtype)
+    for mine, theirs in ((minigrad.Tensor(x).sum(), torch.tensor(x).sum()),
+                         (minigrad.Tensor(x).sum(0, keepdim=True), torch.tensor(x).sum(0, keepdim=True))):
+        assert mine.dtype == np.int64 and theirs.dtype == torch.int64
+        np.testing.assert_array_equal(mine.data, theirs.numpy())
+
+
 # Every op of the op table on 0-d inputs: value and gradient as torch's.
 ZERO_D = {
     "add": lambda L, a, b: a + b, "sub": lambda L, a, b: a - b, "mul": lambda L, a, b: a * b,
