@@ -49,8 +49,14 @@ py::array_t<T, py::array::c_style> rows_view(const py::array& a, int axis) {
   return Rows::ensure(py::module_::import("numpy").attr("moveaxis")(a, axis, -1));
 }
 
-// The inverse of rows_view's move.
-py::array restore_axis(const py::array& a, int axis) {
+// `a`, a 0-d array as one row of one element (as torch.softmax takes it).
+py::array at_least_1d(const py::array& a) {
+  return a.ndim() == 0 ? py::cast<py::array>(a.attr("reshape")(1)) : a;
+}
+
+// The inverse of rows_view's move, and of at_least_1d for a 0-d `like`.
+py::array restore_axis(const py::array& a, int axis, const py::array& like) {
+  if (like.ndim() == 0) return py::cast<py::array>(a.attr("reshape")(py::tuple()));
   if (axis == a.ndim() - 1) return a;
   return py::cast<py::array>(py::module_::import("numpy").attr("moveaxis")(a, -1, axis));
 }
@@ -71,7 +77,7 @@ void check_dtype(const py::array& a, const char* op) {
 
 template <typename T>
 py::array forward_t(const py::array& x, int axis, bool log) {
-  auto in = rows_view<T>(x.ndim() == 0 ? py::cast<py::array>(x.attr("reshape")(1)) : x, axis);
+  auto in = rows_view<T>(at_least_1d(x), axis);
   py::array_t<T, py::array::c_style> out(std::vector<py::ssize_t>(in.shape(), in.shape() + in.ndim()));
   const int64_t cols = in.ndim() ? in.shape(in.ndim() - 1) : 1;
   const int64_t rows = cols ? in.size() / cols : 0;
@@ -84,8 +90,7 @@ py::array forward_t(const py::array& x, int axis, bool log) {
       warp_softmax::forward_cpu<T>(xp + begin * cols, yp + begin * cols, end - begin, cols, log);
     });
   }
-  if (x.ndim() == 0) return py::cast<py::array>(out.attr("reshape")(py::tuple()));
-  return restore_axis(out, axis);
+  return restore_axis(out, axis, x);
 }
 
 py::array forward(const py::array& x, int axis, bool log) {
@@ -97,8 +102,8 @@ py::array forward(const py::array& x, int axis, bool log) {
 
 template <typename T>
 py::array backward_t(const py::array& dy, const py::array& y, int axis, bool log) {
-  auto g = rows_view<T>(dy, axis);
-  auto out = rows_view<T>(y, axis);
+  auto g = rows_view<T>(at_least_1d(dy), axis);
+  auto out = rows_view<T>(at_least_1d(y), axis);
   py::array_t<T, py::array::c_style> dx(std::vector<py::ssize_t>(g.shape(), g.shape() + g.ndim()));
   const int64_t cols = g.shape(g.ndim() - 1);
   const int64_t rows = cols ? g.size() / cols : 0;
@@ -112,7 +117,7 @@ py::array backward_t(const py::array& dy, const py::array& y, int axis, bool log
       warp_softmax::backward_cpu<T>(gp + off, yp + off, dxp + off, end - begin, cols, log);
     });
   }
-  return restore_axis(dx, axis);
+  return restore_axis(dx, axis, dy);
 }
 
 py::array backward(const py::array& dy, const py::array& y, int axis, bool log) {
@@ -123,7 +128,6 @@ py::array backward(const py::array& dy, const py::array& y, int axis, bool log) 
       !std::equal(dy.shape(), dy.shape() + dy.ndim(), y.shape())) {
     throw py::value_error(std::string(op) + ": dy and y must have the same shape and dtype");
   }
-  if (dy.ndim() == 0) throw py::value_error(std::string(op) + ": needs at least one dimension");
   axis = normalize_axis(dy, axis, op);
   return dy.itemsize() == 4 ? backward_t<float>(dy, y, axis, log) : backward_t<double>(dy, y, axis, log);
 }

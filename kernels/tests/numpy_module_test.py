@@ -43,6 +43,20 @@ def test_backward_matches_torch(log, isa):
     np.testing.assert_allclose(fn(dy, y.detach().numpy(), 0), xt.grad.numpy(), atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_0d_arrays_are_rows_of_one_element_as_in_torch(dtype):
+    """Forward and backward alike (the backward refused 0-d arrays): y = 1 or 0, dx = 0."""
+    x, dy = np.array(1.5, dtype), np.array(2.0, dtype)
+    for log, fn, backward in ((False, k.softmax, k.softmax_backward),
+                              (True, k.log_softmax, k.log_softmax_backward)):
+        y = fn(x)
+        assert y.shape == () and y == ref(x, -1, log)
+        dx = backward(dy, y)
+        t = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
+        (torch.log_softmax if log else torch.softmax)(t, 0).backward(torch.tensor(2.0, dtype=torch.float64))
+        assert dx.shape == () and dx.dtype == dtype and dx == t.grad.item()
+
+
 def test_bad_input_is_a_python_exception():
     with pytest.raises(TypeError, match="float32 or float64"):
         k.softmax(np.arange(4))
