@@ -291,8 +291,8 @@ def _scaling(node):
         return a, b, None
     if _role(node, "mul") and _number(a) and tensor(b):
         return b, a, None
-    if _role(node, "div") and _number(b) and tensor(a):
-        return a, None, b
+    if _role(node, "div") and _number(b) and tensor(a) and not (isinstance(b, (int, float)) and b == 0):
+        return a, None, b  # x / 0 stays: it is no x * (1 / 0), which Python refuses to compute
     return None
 
 

@@ -211,11 +211,12 @@ def test_attention_forms_it_does_not_fold():
         b = F.softmax(s + keep, -1)                   # a bool mask adds 0/1: torch's ops at run time
         c = F.softmax(m + s[:1, :1], -1)              # the scores broadcast to the mask: likewise
         d = F.softmax(s * 0.125 + m, -1, dtype=torch.float64)  # a dtype argument
-        return a, b, c, d, F.log_softmax(s * 0.125 + m, -1)
+        e = F.softmax(s / 0 + m, -1)                  # the division stays: 1 / 0 raises in Python
+        return a, b, c, d, e, F.log_softmax(s * 0.125 + m, -1)
     gm = torch.fx.symbolic_trace(f)
     report = fx.use_warp_softmax(gm)
     assert [c.detail.split("(")[0] for c in report.replaced] == [
-        "softmax", "masked_softmax", "masked_softmax", "softmax", "log_softmax"], str(report)
+        "softmax", "masked_softmax", "masked_softmax", "softmax", "masked_softmax", "log_softmax"], str(report)
     scores, mask = attention_inputs()
     keep = torch.rand(300) > 0.5
     for ours, ref in zip(gm(scores, mask, keep), f(scores, mask, keep)):
