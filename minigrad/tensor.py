@@ -253,16 +253,26 @@ class Tensor:
 
     # -- in-place updates (for optimizers; versioned, so stale saved values are caught) -----
 
-    def _check_inplace(self):
+    def _check_inplace(self, other=None):
+        """Refuses the in-place changes that minigrad would not record: each would give a wrong
+        result silently (torch records them)."""
+        if _State.transforms:  # a trace, batch or tangent would not see the change
+            raise RuntimeError("in-place operations inside minigrad.func transforms and hlo.jit "
+                               "are not supported (the transform would not see the change); use "
+                               "the out-of-place operation")
         if _State.enabled and self._requires_grad:
             if self.grad_fn is None:
                 raise RuntimeError("a leaf tensor that requires grad is being used in an in-place "
                                    "operation; wrap the update in minigrad.no_grad()")
             raise RuntimeError("in-place operations on tensors recorded in a graph are not "
                                "supported; use the out-of-place operation")
+        if _State.enabled and other.__class__ is Tensor and other._requires_grad:
+            raise RuntimeError("an in-place operation with an operand that requires grad is not "
+                               "recorded (its gradient would be lost); use the out-of-place "
+                               "operation: z = z + w")
 
     def add_(self, other, alpha=1.0):
-        self._check_inplace()
+        self._check_inplace(other)
         other = _data(other)
         if alpha != 1.0:
             other = other * alpha
@@ -274,7 +284,7 @@ class Tensor:
         return self.add_(other, -alpha)
 
     def mul_(self, other):
-        self._check_inplace()
+        self._check_inplace(other)
         self.data *= _data(other)
         self._version[0] += 1
         return self
@@ -286,7 +296,7 @@ class Tensor:
         return self
 
     def __setitem__(self, index, value):
-        self._check_inplace()
+        self._check_inplace(value)
         self.data[_index(index)] = _data(value)
         self._version[0] += 1
 

@@ -330,6 +330,20 @@ def test_vmap_bad_in_dims_and_out_dims_are_clear_errors():
         func.vmap(lambda a: minigrad.grad(a.sum(), a))(minigrad.Tensor(np.ones((2, 2)), requires_grad=True))
 
 
+def test_in_place_changes_inside_transforms_are_errors_not_lost():
+    """vmap would index the batch dim and jvp would keep the old tangent (torch.func records
+    both); minigrad refuses them."""
+    def set_first(t):
+        z = t * 2
+        z[0] = 5.0
+        return z
+    x = minigrad.Tensor(np.arange(6.0).reshape(2, 3))
+    for call in (lambda: func.vmap(set_first)(x),
+                 lambda: func.jvp(lambda t: (t * 2).add_(t), (x,), (x,))):
+        with pytest.raises(RuntimeError, match="in-place operations inside minigrad.func"):
+            call()
+
+
 def test_vmap_runs_each_operation_once_over_the_batch_not_per_example():
     calls = []
     original = minigrad.ops.Exp.forward

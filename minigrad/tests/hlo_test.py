@@ -168,6 +168,11 @@ def test_a_detached_input_is_the_input_not_a_constant_of_the_trace():
         np.testing.assert_allclose(j(data).data, data * 3)
 
 
+def test_an_in_place_change_under_jit_is_an_error_not_left_out_of_the_program():
+    with pytest.raises(RuntimeError, match="in-place operations inside minigrad.func"):
+        hlo.jit(lambda x: (x * 2).add_(1))(np.arange(3.0))
+
+
 def _train(step, params, x, y, steps):
     losses = []
     for _ in range(steps):

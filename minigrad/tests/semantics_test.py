@@ -393,3 +393,17 @@ def test_equality_is_elementwise_like_torch():
         np.testing.assert_array_equal(mine.data, theirs.numpy())
     assert (m == None) is False and (m != None) is True  # noqa: E711 (as torch's)
     assert {m: 1}[m] == 1  # hashed by identity, as torch's
+
+
+@pytest.mark.parametrize("update", ["add_", "mul_", "setitem"])
+def test_an_in_place_update_by_a_tensor_that_requires_grad_is_an_error_not_a_lost_gradient(update):
+    # torch records z.add_(w) (w gets a gradient); minigrad does not, so it refuses.
+    w = minigrad.Tensor(np.ones(2), requires_grad=True)
+    z = minigrad.Tensor(np.zeros(2))
+    apply = {"add_": lambda: z.add_(w * 2), "mul_": lambda: z.mul_(w * 2),
+             "setitem": lambda: z.__setitem__(slice(None), w * 2)}[update]
+    with pytest.raises(RuntimeError, match="operand that requires grad is not recorded"):
+        apply()
+    with minigrad.no_grad():
+        apply()  # nothing to record
+    z.add_(w.detach())
