@@ -6,7 +6,8 @@ counts more than one (Log 4, Rsqrt 4, Pow 8: TF counts 1, 2, 1), and a reduction
 input element (TF: one fewer per output element, Mean excepted). Bytes moved are the
 sizes of the node's inputs and outputs (what it must read and write at least). An op
 type with no rule here is reported as unknown (None), never guessed; structural ops
-(constants, identities, reshapes, placeholders) cost nothing.
+(constants, identities, reshapes, placeholders) cost nothing. A node that runs other
+functions of the graph costs what they cost (control_flow).
 """
 
 import math
@@ -17,9 +18,13 @@ import numpy as np
 FREE = {
     "Placeholder", "Const", "Identity", "IdentityN", "NoOp", "Reshape", "Shape", "ShapeN", "Size",
     "Rank", "ExpandDims", "Squeeze", "StopGradient", "ReadVariableOp", "VarHandleOp",
-    "_Arg", "_Retval", "PartitionedCall", "StatefulPartitionedCall", "StatelessWhile", "While",
-    "StatelessIf", "If", "PreventGradient", "Snapshot", "EnsureShape", "TensorListReserve",
+    "_Arg", "_Retval", "PreventGradient", "Snapshot", "EnsureShape", "TensorListReserve",
 }
+# Ops that run other functions of the graph (tracing.py reports those as subgraphs): a call
+# runs its callee once; a branch runs one of its branches and a loop its body some number of
+# times, chosen by values known only when the graph runs.
+CALLS = {"PartitionedCall", "StatefulPartitionedCall"}
+DATA_DEPENDENT = {"If", "StatelessIf", "Case", "StatelessCase", "While", "StatelessWhile"}
 # Elementwise ops: FLOPs per output element.
 ELEMENTWISE = {
     "Add": 1, "AddV2": 1, "Sub": 1, "Mul": 1, "RealDiv": 1, "Div": 1, "DivNoNan": 1, "Maximum": 1,
@@ -65,6 +70,29 @@ def has_rule(op_type):
         FREE, ELEMENTWISE, REDUCTIONS, MOVEMENT, MATMULS, CONVOLUTIONS))
 
 
+def control_flow(op_type, callees):
+    """(flops, bytes, note) of a node that runs other functions, from what they cost:
+    callees is [(role, name, report)] (role: the attribute naming it, as "body"). A call
+    costs its callee's totals, unknown (None) where the callee has a node of unknown cost;
+    a branch or a loop costs what is known only at run time: None, and the note says what
+    each function costs per run (else the note is None)."""
+    if not callees:
+        return None, None, "runs a function the graph's library does not hold"
+    if op_type in CALLS:
+        report = callees[0][2]
+        if not report.unknown_cost_ops:
+            return report.total_flops, report.total_bytes, None
+        return None, None, "calls %s, whose cost is unknown for: %s" % (
+            callees[0][1], ", ".join(report.unknown_cost_ops))
+    runs = ("runs its body a number of times known only at run time" if "While" in op_type else
+            "runs one branch, chosen at run time")
+    return None, None, "%s: %s" % (runs, "; ".join(
+        "%s %s %s FLOPs, %s bytes%s" % (role, name, report.total_flops, report.total_bytes,
+                                        " (and unknown for %s)" % ", ".join(report.unknown_cost_ops)
+                                        if report.unknown_cost_ops else "")
+        for role, name, report in callees))
+
+
 def estimate(op_type, inputs, outputs, attrs):
     """(flops, bytes) for one node; None where unknown.
 
@@ -73,6 +101,8 @@ def estimate(op_type, inputs, outputs, attrs):
     """
     if op_type in FREE:
         return 0, 0
+    if op_type in CALLS or op_type in DATA_DEPENDENT:  # their callees': see control_flow
+        return None, None
     sizes = [_nbytes(s, d) for s, d in inputs + outputs]
     moved = None if any(b is None for b in sizes) else sum(sizes)
     out_shape = outputs[0][0] if outputs else None

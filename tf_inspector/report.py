@@ -128,12 +128,16 @@ class GraphReport:
     def to_text(self):
         lines = ["function %s: %d nodes, %s FLOPs, %s bytes moved"
                  % (self.function, len(self.nodes), _human(self.total_flops), _human(self.total_bytes))]
-        no_rule = [op for op in self.unknown_cost_ops if not cost.has_rule(op)]
-        if no_rule:
-            lines.append("no cost rule for: " + ", ".join(no_rule))
-        if len(no_rule) < len(self.unknown_cost_ops):
-            lines.append("cost unknown (a shape is unknown) for: " + ", ".join(
-                op for op in self.unknown_cost_ops if cost.has_rule(op)))
+        called = cost.CALLS | cost.DATA_DEPENDENT
+        for why, ops in (
+                ("no cost rule for", [
+                    op for op in self.unknown_cost_ops if not cost.has_rule(op) and op not in called]),
+                ("cost unknown (a shape is unknown) for", [
+                    op for op in self.unknown_cost_ops if cost.has_rule(op)]),
+                ("cost of the functions they run (below) unknown for", [
+                    op for op in self.unknown_cost_ops if op in called])):
+            if ops:
+                lines.append("%s: %s" % (why, ", ".join(ops)))
         lines.extend(self.notes)
         if self.xla is not None:
             lines.append(self.xla.to_text())

@@ -60,14 +60,14 @@ def _attrs(op):
 
 
 def _called_functions(op):
-    """Names of the functions an op calls (while/cond bodies, function calls)."""
+    """(attribute, name) of each function an op calls (while/cond bodies, function calls)."""
     names = []
     for key in sorted(op.node_def.attr):
         value = op.node_def.attr[key]
         if value.HasField("func"):
-            names.append(value.func.name)
+            names.append((key, value.func.name))
         elif value.HasField("list") and value.list.func:
-            names.extend(f.name for f in value.list.func)
+            names.extend((key, f.name) for f in value.list.func)
     return names
 
 
@@ -78,19 +78,27 @@ def _estimate(op, to_expr=None):
 
 def build_report(graph, name=None):
     """A GraphReport of a FuncGraph (and, recursively, the functions it calls)."""
-    nodes, subgraphs = [], {}
+    nodes, subgraphs, notes = [], {}, []
     for op in graph.get_operations():
-        flops, moved = _estimate(op)
+        callees = []
+        for role, fname in _called_functions(op):
+            function = graph._functions.get(fname)  # noqa: SLF001 - TF keeps them only here
+            if function is not None and fname not in subgraphs:
+                subgraphs[fname] = build_report(function.graph, fname)
+            if fname in subgraphs:
+                callees.append((role, fname, subgraphs[fname]))
+        if op.type in cost.CALLS or op.type in cost.DATA_DEPENDENT:
+            flops, moved, note = cost.control_flow(op.type, callees)
+            if note:
+                notes.append("%s (%s) %s" % (op.name, op.type, note))
+        else:
+            flops, moved = _estimate(op)
         nodes.append(NodeInfo(
             name=op.name, op=op.type,
             inputs=[t.name for t in op.inputs] + ["^" + c.name for c in op.control_inputs],
             outputs=[_tensor_info(t) for t in op.outputs], device=op.device,
             flops=flops, bytes=moved))
-        for fname in _called_functions(op):
-            function = graph._functions.get(fname)  # noqa: SLF001 - TF keeps them only here
-            if function is not None and fname not in subgraphs:
-                subgraphs[fname] = build_report(function.graph, fname)
-    return GraphReport(function=name or graph.name, nodes=nodes, subgraphs=subgraphs)
+    return GraphReport(function=name or graph.name, nodes=nodes, subgraphs=subgraphs, notes=notes)
 
 
 def trace_and_inspect(fn, *inputs, dim_names=None, xla=False, mlir=False, **kwargs):

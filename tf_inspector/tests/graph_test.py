@@ -151,6 +151,26 @@ def test_nested_functions_get_sub_reports():
     assert bodies and report.subgraphs[bodies[0]].op_counts.get("MatMul") == 1
     assert any("inner" in name for name in report.subgraphs)
     assert "subgraph" in report.to_text()
+    # A call costs its callee (x * 2.0 on 4x4: 16 FLOPs); a loop or a branch runs a number of
+    # times, or a branch, chosen at run time: unknown, and the notes say what each run costs.
+    nodes = {n.op: n for n in report.nodes}
+    assert (nodes["PartitionedCall"].flops, nodes["PartitionedCall"].bytes) == (16, 132)
+    assert nodes["StatelessWhile"].flops is None and nodes["StatelessIf"].flops is None
+    assert report.total_flops == 16 + 16 + 1  # the call, the Sum, the Greater
+    assert "cost of the functions they run (below) unknown for: StatelessIf, StatelessWhile" in report.to_text()
+    assert any(note.startswith("while (StatelessWhile) runs its body a number of times known only "
+                               "at run time: body while_body") and "130 FLOPs" in note
+               for note in report.notes)  # 4x4 matmul 128, i += 1 and the loop counter's + 1
+    assert any("runs one branch" in note and "16 FLOPs" in note for note in report.notes)
+
+
+def test_a_call_of_a_function_of_unknown_cost_is_unknown_and_says_why():
+    inner = tf.function(lambda x: x * 2.0)
+    report = tf_inspector.trace_and_inspect(lambda x: inner(x) + 1.0, tf.TensorSpec([None, 4]))
+    call = next(n for n in report.nodes if n.op == "PartitionedCall")
+    assert call.flops is None and call.bytes is None
+    assert any(note.startswith("PartitionedCall (PartitionedCall) calls ") and note.endswith(
+        ", whose cost is unknown for: Mul") for note in report.notes)
 
 
 def test_json_follows_the_documented_schema():
