@@ -20,7 +20,7 @@ tensors inside vmap is refused.
 import numpy as np
 
 from minigrad import autograd, ops
-from minigrad.grad_mode import _State, enable_grad
+from minigrad.grad_mode import _State, enable_grad, no_grad
 from minigrad.levels import (BatchLevel, ForwardLevel, Suspend, as_tensor, flatten,
                              innermost_batch, unflatten)
 from minigrad.tensor import Tensor
@@ -125,7 +125,20 @@ def vjp(f, *primals, has_aux=False):
             result.append(unflatten(spec, gs))
         return tuple(result)
 
+    if not differentiable():  # as torch.func: f's graph is not handed out with its results
+        out = _unrecorded(out)
+        if has_aux:
+            aux = _unrecorded(aux)
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+
+def _unrecorded(tree):
+    """tree's tensors cut from the recorded graph (requires_grad False), still seen by the
+    levels outside (tangents, batch, trace): an Alias under no_grad, not a detach."""
+    leaves, spec = flatten(tree)
+    with no_grad():
+        return unflatten(spec, [ops.Alias.apply(x) if isinstance(x, Tensor) and x.requires_grad
+                                else x for x in leaves])
 
 
 def _select(args, argnums):

@@ -330,6 +330,24 @@ def test_vmap_bad_in_dims_and_out_dims_are_clear_errors():
         func.vmap(lambda a: minigrad.grad(a.sum(), a))(minigrad.Tensor(np.ones((2, 2)), requires_grad=True))
 
 
+def test_vjp_output_and_grad_aux_come_back_cut_from_the_inner_graph_like_torch_func():
+    f = lambda t: ((t * t).sum(), t * 2)
+    for lib, T in ((func, minigrad.Tensor), (tf, torch.tensor)):
+        x = T(np.arange(3.0))
+        aux = lib.grad(f, has_aux=True)(x)[1]
+        out = lib.vjp(lambda t: t * 2, x)[0]
+        assert not aux.requires_grad and not out.requires_grad
+        assert aux.grad_fn is None and out.grad_fn is None
+        w = T(np.arange(3.0), requires_grad=True)  # differentiable from outside: still tracked
+        assert lib.vjp(lambda t: t * 2, w)[0].requires_grad
+    # Forward mode outside still sees them: the tangent of grad's aux.
+    mine = func.jvp(lambda t: func.grad(f, has_aux=True)(t)[1], (minigrad.Tensor(np.ones(3)),),
+                    (minigrad.Tensor(np.arange(3.0)),))[1]
+    theirs = tf.jvp(lambda t: tf.grad(f, has_aux=True)(t)[1], (torch.ones(3),),
+                    (torch.arange(3.0),))[1]
+    _close(mine, theirs)
+
+
 def test_in_place_changes_inside_transforms_are_errors_not_lost():
     """vmap would index the batch dim and jvp would keep the old tangent (torch.func records
     both); minigrad refuses them."""
