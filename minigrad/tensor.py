@@ -110,6 +110,13 @@ class Tensor:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
+    def __iter__(self):
+        # (without it, Python iterates by x[0], x[1], ... up to an IndexError: a 0-d tensor
+        # gave no items instead of torch's error)
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[k] for k in range(self.shape[0]))
+
     def numpy(self):
         if self._requires_grad:
             raise RuntimeError("can't call numpy() on a tensor that requires grad; "

@@ -407,3 +407,11 @@ def test_an_in_place_update_by_a_tensor_that_requires_grad_is_an_error_not_a_los
     with minigrad.no_grad():
         apply()  # nothing to record
     z.add_(w.detach())
+
+
+def test_iteration_goes_over_dim_0_and_a_0d_tensor_is_not_iterable_like_torch():
+    x = np.arange(6.0).reshape(2, 3)
+    assert [r.data.tolist() for r in minigrad.Tensor(x)] == [r.tolist() for r in torch.tensor(x)]
+    for t in (minigrad.Tensor(3.0), torch.tensor(3.0)):
+        with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
+            list(t)
