@@ -21,6 +21,8 @@ the Function subclass that becomes the output's `grad_fn`.
 
 import weakref
 
+import numpy as np
+
 from minigrad.grad_mode import _State
 from minigrad.tensor import Tensor
 
@@ -109,11 +111,16 @@ class Function:
         return tuple(a.__class__ is Tensor and a.requires_grad for a in self.inputs)
 
     def _free(self):
-        """Drops what forward kept for backward (saved tensors and attributes set on ctx)."""
-        inputs = self.inputs
-        self.__dict__.clear()
-        self.inputs = inputs
-        self._freed = True
+        """Drops what forward kept for backward: saved tensors, and arrays set on ctx. As torch
+        frees its saved tensors and keeps sizes, a node that kept neither (Add, Sum) can run
+        its backward again."""
+        state = self.__dict__
+        arrays = [key for key, value in state.items() if value.__class__ is np.ndarray]
+        if arrays or self._saved:
+            for key in arrays:
+                del state[key]
+            state.pop("_saved", None)
+            self._freed = True
 
     def __repr__(self):
         return "<%sBackward>" % type(self).__name__

@@ -45,6 +45,17 @@ def test_a_second_backward_through_a_freed_graph_raises():
         y.backward()
 
 
+def test_a_second_backward_through_nodes_that_saved_nothing_runs_like_torch():
+    grads = []
+    for lib, tensor in ((minigrad, minigrad.Tensor), (torch, torch.tensor)):
+        w = tensor([1.0, 2.0], requires_grad=True)
+        y = ((w + 1).sum() - (-w).sum()).reshape(1)
+        y.backward(tensor([1.0]))
+        y.backward(tensor([1.0]))  # nothing saved was freed: accumulates
+        grads.append(w.grad.numpy())
+    np.testing.assert_array_equal(grads[0], grads[1])
+
+
 def test_retain_graph_allows_a_second_backward_that_accumulates():
     x = leaf(3)
     y = (x.exp() * x).sum()
