@@ -206,7 +206,8 @@ class Linear(Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias):
-        ctx.save_for_backward(x, weight)
+        # d/dx reads weight, d/dweight reads x (as torch's addmm saves them)
+        ctx.save_for_backward(*(weight,) * x.requires_grad, *(x,) * weight.requires_grad)
         try:
             out = x.data @ weight.data.T
         except ValueError:
@@ -218,8 +219,8 @@ class Linear(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        x, weight = ctx.saved_tensors
-        bias = ctx.inputs[2]
+        ctx.saved_tensors  # raises if freed or modified in place
+        x, weight, bias = ctx.inputs
         needs = x.requires_grad, weight.requires_grad, bias is not None and bias.requires_grad
         if _State.enabled or _State.transforms:  # recorded, or seen by a transform: on Tensors
             return _linear_vjp(grad, x, weight, *needs)

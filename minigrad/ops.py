@@ -54,12 +54,16 @@ class _Binary(Function):
     """Elementwise with broadcasting: one NumPy ufunc forward, a gradient rule per subclass."""
 
     ufunc = None
-    saves = True  # whether the gradient needs the operands' values (then in-place changes are caught)
+
+    @staticmethod
+    def saved(a, b):
+        """The operands whose values the gradient reads: saved, so that an in-place change to
+        one is caught. As in torch, no others: a change to those cannot alter the gradient."""
+        return a, b
 
     @classmethod
     def forward(cls, ctx, a, b):
-        if cls.saves:
-            ctx.save_for_backward(*[v for v in (a, b) if v.__class__ is Tensor])
+        ctx.save_for_backward(*[v for v in cls.saved(a, b) if v.__class__ is Tensor])
         x, y = _operands(a, b)
         try:
             return _wrap(cls.ufunc(x, y))
@@ -69,7 +73,7 @@ class _Binary(Function):
 
 
 class Add(_Binary):
-    ufunc, saves = np.add, False
+    ufunc, saved = np.add, staticmethod(lambda a, b: ())
 
     @staticmethod
     def backward(ctx, grad):
@@ -79,7 +83,7 @@ class Add(_Binary):
 
 
 class Sub(_Binary):
-    ufunc, saves = np.subtract, False
+    ufunc, saved = np.subtract, staticmethod(lambda a, b: ())
 
     @classmethod
     def forward(cls, ctx, a, b):
@@ -97,6 +101,8 @@ class Sub(_Binary):
 
 class Mul(_Binary):
     ufunc = np.multiply
+    # d/da reads b, d/db reads a: x * 2.0 saves nothing of x
+    saved = staticmethod(lambda a, b: (b,) * _needs(a) + (a,) * _needs(b))
 
     @staticmethod
     def backward(ctx, grad):
@@ -108,6 +114,8 @@ class Mul(_Binary):
 
 class Div(_Binary):
     ufunc = np.true_divide
+    # d/da reads b, d/db reads a and b
+    saved = staticmethod(lambda a, b: (b,) * (_needs(a) or _needs(b)) + (a,) * _needs(b))
 
     @staticmethod
     def backward(ctx, grad):
@@ -256,7 +264,8 @@ class MatMul(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
+        # d/da reads b, d/db reads a (as torch's mm saves them)
+        ctx.save_for_backward(*(b,) * _needs(a), *(a,) * _needs(b))
         if a.ndim == 0 or b.ndim == 0:
             raise ValueError("matmul: both operands need at least one dimension, got shapes %s "
                              "and %s; multiply by a 0-d tensor with *" % (a.shape, b.shape))
@@ -269,7 +278,8 @@ class MatMul(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        a, b = ctx.saved_tensors
+        ctx.saved_tensors  # raises if freed or modified in place
+        a, b = ctx.inputs
         # 1-D operands were promoted to matrices: give the gradient those dims back.
         a2 = a if a.ndim > 1 else Reshape.apply(a, (1,) + a.shape)
         b2 = b if b.ndim > 1 else Reshape.apply(b, b.shape + (1,))

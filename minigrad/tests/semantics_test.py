@@ -54,6 +54,35 @@ def test_in_place_change_through_an_alias_is_caught_like_torch_version_counter(a
         run(lambda a: minigrad.Tensor(a, requires_grad=True), minigrad.no_grad)
 
 
+# Each op saves only the operands its gradient reads, as torch does: an in-place change to
+# another (here x, whose gradient needs only the constant) leaves the gradient right.
+SAVES_ONLY_WHAT_IT_READS = {
+    "x * 2": lambda L, x, c: x * 2.0, "x / 2": lambda L, x, c: x / 2.0,
+    "x * c": lambda L, x, c: x * c, "x / c": lambda L, x, c: x / c, "x + c": lambda L, x, c: x + c,
+    "x @ c": lambda L, x, c: x @ c, "linear": lambda L, x, c: L.linear(c, x.reshape(1, 2)),
+    "c / x": lambda L, x, c: c / x, "x * x": lambda L, x, c: x * x, "x ** 2": lambda L, x, c: x ** 2,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAVES_ONLY_WHAT_IT_READS))
+def test_in_place_change_to_an_operand_the_gradient_does_not_read_is_no_error_like_torch(name):
+    fn = SAVES_ONLY_WHAT_IT_READS[name]
+    results = []
+    for lib, T, L, no_grad in ((minigrad, minigrad.Tensor, F, minigrad.no_grad),
+                               (torch, torch.tensor, torch.nn.functional, torch.no_grad)):
+        x, c = T([1.0, 2.0], requires_grad=True), T([3.0, 4.0])
+        y = fn(L, x, c).sum()
+        with no_grad():
+            x.detach().add_(1.0)
+        try:
+            y.backward()
+            results.append(x.grad.numpy().tolist())
+        except RuntimeError as e:
+            assert "in-place" in str(e) or "inplace" in str(e)
+            results.append("modified in place")
+    assert results[0] == results[1]
+
+
 def test_gradcheck_catches_a_nan_backward():
     class NanGrad(minigrad.Function):
         @staticmethod
