@@ -193,3 +193,14 @@ def test_bad_input_gives_an_error_naming_the_op_and_shapes(name):
     fn, kind, pattern = ERRORS[name]
     with pytest.raises(kind, match=pattern):
         fn()
+
+
+def test_float16_sigmoid_is_rounded_once_like_torch():
+    x = np.linspace(-12, 12, 4001).astype(np.float16)
+    exact = torch.tensor(x, dtype=torch.float64).sigmoid().numpy()
+    mine = minigrad.Tensor(x).sigmoid().data
+    theirs = torch.tensor(x).sigmoid().numpy()
+    assert mine.dtype == np.float16
+    ulp = np.spacing(np.abs(theirs))
+    assert np.abs(mine.astype(np.float64) - exact).max() <= np.abs(theirs.astype(np.float64) - exact).max()
+    assert (np.abs(mine.astype(np.float64) - theirs) <= ulp).all()
