@@ -269,6 +269,9 @@ class MatMul(Function):
         if a.ndim == 0 or b.ndim == 0:
             raise ValueError("matmul: both operands need at least one dimension, got shapes %s "
                              "and %s; multiply by a 0-d tensor with *" % (a.shape, b.shape))
+        if "b" in (a.dtype.kind, b.dtype.kind):  # (NumPy's is a logical or of ands)
+            raise TypeError("matmul: boolean tensors are not supported (as in torch); convert to "
+                            "a number dtype first")
         x, y = _operands(a, b)
         try:
             return _wrap(_matmul(x, y))
@@ -500,6 +503,9 @@ class ReLU(_OfOutput):
         if a.dtype.kind == "c":
             raise TypeError("relu: complex tensors are not ordered (as in torch); take relu of "
                             "their real part")
+        if a.dtype.kind == "b":
+            raise TypeError("relu: boolean tensors are not supported (as in torch); convert to a "
+                            "number dtype first")
         return super().forward(ctx, a)
 
     @staticmethod

@@ -204,3 +204,12 @@ def test_float16_sigmoid_is_rounded_once_like_torch():
     ulp = np.spacing(np.abs(theirs))
     assert np.abs(mine.astype(np.float64) - exact).max() <= np.abs(theirs.astype(np.float64) - exact).max()
     assert (np.abs(mine.astype(np.float64) - theirs) <= ulp).all()
+
+
+@pytest.mark.parametrize("op", ["relu", "matmul"])
+def test_relu_and_matmul_of_booleans_are_refused_like_torch(op):
+    fn = {"relu": lambda L, t: L.relu(t), "matmul": lambda L, t: t @ t}[op]
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        fn(torch, torch.tensor([True, False]))
+    with pytest.raises(TypeError, match="%s: boolean tensors are not supported" % op):
+        fn(F, minigrad.Tensor([True, False]))
