@@ -194,7 +194,9 @@ class Compare(_Untracked):
 
     @staticmethod
     def forward(ctx, ufunc, a, b):
-        return _wrap(ufunc(_data(a), _data(b)))
+        # In the operands' common dtype by torch's promotion: float32 x == a 0-d float64 0.1
+        # compares in float32, as torch does (NumPy's float64 would find no float32 0.1 equal).
+        return _wrap(ufunc(*_operands(a, b)))
 
 
 class Where(Function):

@@ -213,3 +213,14 @@ def test_relu_and_matmul_of_booleans_are_refused_like_torch(op):
         fn(torch, torch.tensor([True, False]))
     with pytest.raises(TypeError, match="%s: boolean tensors are not supported" % op):
         fn(F, minigrad.Tensor([True, False]))
+
+
+def test_comparisons_promote_like_torch():
+    x = np.array([0.1, 0.2, 0.3], np.float32)
+    for other in (np.array(0.1), np.array(0.1, np.float32), 0.1, np.float64(0.1)):
+        mine, theirs = minigrad.Tensor(x), torch.tensor(x)
+        o_mine = minigrad.Tensor(other) if isinstance(other, np.ndarray) else other
+        o_theirs = torch.tensor(other) if isinstance(other, np.ndarray) else other
+        for op in ("__eq__", "__ne__", "__gt__", "__le__"):
+            np.testing.assert_array_equal(getattr(mine, op)(o_mine).data,
+                                          getattr(theirs, op)(o_theirs).numpy())
