@@ -206,8 +206,7 @@ class Linear(Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias):
-        # d/dx reads weight, d/dweight reads x (as torch's addmm saves them)
-        ctx.save_for_backward(*(weight,) * x.requires_grad, *(x,) * weight.requires_grad)
+        ctx.save_for_backward(*ops.each_reads_other(x, weight))
         try:
             out = x.data @ weight.data.T
         except ValueError:

@@ -50,6 +50,12 @@ def _conj(value):
     return np.conj(value) if np.iscomplexobj(value) else value
 
 
+def each_reads_other(a, b):
+    """The operands a product's gradient reads (Mul, MatMul, Linear): d/da reads b and d/db
+    reads a, so x * 2.0 saves nothing of x (as torch saves no more)."""
+    return (b,) * _needs(a) + (a,) * _needs(b)
+
+
 class _Binary(Function):
     """Elementwise with broadcasting: one NumPy ufunc forward, a gradient rule per subclass."""
 
@@ -101,8 +107,7 @@ class Sub(_Binary):
 
 class Mul(_Binary):
     ufunc = np.multiply
-    # d/da reads b, d/db reads a: x * 2.0 saves nothing of x
-    saved = staticmethod(lambda a, b: (b,) * _needs(a) + (a,) * _needs(b))
+    saved = staticmethod(each_reads_other)
 
     @staticmethod
     def backward(ctx, grad):
@@ -266,8 +271,7 @@ class MatMul(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        # d/da reads b, d/db reads a (as torch's mm saves them)
-        ctx.save_for_backward(*(b,) * _needs(a), *(a,) * _needs(b))
+        ctx.save_for_backward(*each_reads_other(a, b))
         if a.ndim == 0 or b.ndim == 0:
             raise ValueError("matmul: both operands need at least one dimension, got shapes %s "
                              "and %s; multiply by a 0-d tensor with *" % (a.shape, b.shape))
