@@ -279,6 +279,8 @@ def main(argv=None):
         parser.error("--sizes takes ROWSxCOLS, like 4096x1024")
     if any(t < 1 for t in args.threads):
         parser.error("--threads takes positive counts")
+    if args.device == "cuda":
+        args.threads = args.threads[:1]  # the host's thread count does not run CUDA kernels
     if args.device == "cpu" and any(os.environ.get(k) != v for k, v in _MALLOC_ENV.items()):
         # glibc reads it at start-up: run again with it set.
         os.execve(sys.executable, [sys.executable, os.path.abspath(__file__)] + argv,

@@ -10,7 +10,8 @@
 #   bash kernels/gpu_check.sh --build-only [RESULTS.md]  # anywhere: build for sm_90
 #                                                        # with CUDA, load, run the CPU tests
 #
-# RESULTS.md defaults to kernels/BENCHMARKS.gpu.md. PYTHON picks the interpreter
+# RESULTS.md defaults to kernels/BENCHMARKS.gpu.md, and the steps' whole output goes
+# to RESULTS.log beside it. PYTHON picks the interpreter
 # (default python3). The toolkit: $CUDA_HOME if set; else the one of NVIDIA's
 # wheels beside torch (nvidia/cu<major>, what Bazel's --config=cuda uses); else
 # the folder above nvcc on PATH; else /usr/local/cuda. CI runs --build-only with
@@ -22,6 +23,7 @@ mode=full
 if [[ "${1:-}" == --build-only ]]; then mode=build-only; shift; fi
 if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then sed -n '2,19p' "$0"; exit 0; fi
 out="${1:-kernels/BENCHMARKS.gpu.md}"
+log="${out%.md}.log"  # every step's whole output; the Markdown keeps each one's last 40 lines
 python="${PYTHON:-python3}"
 build="$(mktemp -d "${TMPDIR:-/tmp}/warp_softmax_gpu_check.XXXXXX")"
 mkdir -p "$build/py/kernels" "$(dirname "$out")"
@@ -54,7 +56,7 @@ step() {  # step TITLE SECONDS COMMAND...: runs it under a time limit, its outpu
     echo "## $title"
     echo
     echo '```'
-    timeout --kill-after=10 "$limit" "$@" 2>&1 | tail -n 40 || status=$?
+    timeout --kill-after=10 "$limit" "$@" 2>&1 | tee -a "$log" | tail -n 40 || status=$?
     echo '```'
     if [[ $status == 0 ]]; then echo "Passed."; else echo "**Failed** (exit status $status)."; fi
     echo
@@ -70,24 +72,36 @@ step() {  # step TITLE SECONDS COMMAND...: runs it under a time limit, its outpu
   echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
   echo
 } > "$out"
+: > "$log"
 
 step "Build (torch.utils.cpp_extension, CUDA)" 420 "$python" - <<'PY'
-import ast, os, re, shutil, subprocess, torch
+import ast, os, re, shutil, subprocess, sys, torch
 from torch.utils.cpp_extension import load
 build = os.environ["WARP_SOFTMAX_BUILD"]
 if torch.cuda.is_available() and "TORCH_CUDA_ARCH_LIST" not in os.environ:
     os.environ["TORCH_CUDA_ARCH_LIST"] = "%d.%d" % torch.cuda.get_device_capability()
 print("TORCH_CUDA_ARCH_LIST=" + os.environ.get("TORCH_CUDA_ARCH_LIST", "(torch's default)"))
+# ops.py's entry module (torch_entry.cc, a Python extension over torch's
+# tensors), built beside the rest in its own process.
+entry_dir = os.path.join(build, "entry")
+os.makedirs(entry_dir)
+entry = subprocess.Popen([sys.executable, "-c", "import sys; from torch.utils.cpp_extension import load; "
+                          "load(name='warp_softmax_entry', sources=['kernels/torch_entry.cc'], "
+                          "build_directory=sys.argv[1], is_python_module=False, extra_cflags=['-O3'])",
+                          entry_dir])
 # softmax_cpu_level.cc once per x86-64 level, with the flags tools/copts.bzl
 # gives Bazel's build (X86_LEVEL_COPTS, read from there); cpp_extension's one
 # set of flags cannot do that, so these objects are linked in.
 copts = re.sub(r"#[^\n]*", "", open("tools/copts.bzl").read())
 levels = ast.literal_eval(re.search(r"X86_LEVEL_COPTS = (\{.*?\n\})", copts, re.S).group(1))
-objects = []
+objects, compiles = [], []
 for level, flags in levels.items():
     objects.append(os.path.join(build, "softmax_cpu_%s.o" % level))
-    subprocess.run(["c++", "-std=c++17", "-O3", "-fPIC", "-Wno-psabi", "-Wno-maybe-uninitialized",
-                    "-I.", "-c", "kernels/softmax_cpu_level.cc", "-o", objects[-1]] + flags, check=True)
+    compiles.append(subprocess.Popen(["c++", "-std=c++17", "-O3", "-fPIC", "-Wno-psabi", "-Wno-maybe-uninitialized",
+                                      "-I.", "-c", "kernels/softmax_cpu_level.cc", "-o", objects[-1]] + flags))
+for level, compile in zip(levels, compiles):
+    if compile.wait():
+        raise SystemExit("compiling the %s level failed" % level)
     print("compiled the", level, "level")
 # NVIDIA's runtime wheel ships only libcudart.so.<major>; cpp_extension links -lcudart.
 link_dir = os.path.join(build, "lib")
@@ -105,8 +119,11 @@ load(name="warp_softmax", build_directory=build, is_python_module=False, verbose
      extra_cflags=["-O3", "-fopenmp", "-Wno-psabi", "-DWARP_SOFTMAX_WITH_CUDA"],
      extra_cuda_cflags=["-O3", "--expt-relaxed-constexpr"],
      extra_ldflags=["-fopenmp", "-L" + link_dir] + objects)
-shutil.copy(os.path.join(build, "warp_softmax.so"), os.path.join(build, "py", "kernels"))
-print("built", os.path.join(build, "py", "kernels", "warp_softmax.so"))
+if entry.wait():
+    raise SystemExit("building warp_softmax_entry failed")
+for folder, name in ((build, "warp_softmax.so"), (entry_dir, "warp_softmax_entry.so")):
+    shutil.copy(os.path.join(folder, name), os.path.join(build, "py", "kernels"))
+    print("built", os.path.join(build, "py", "kernels", name))
 PY
 
 step "Load: the operators have CPU and CUDA kernels" 120 "$python" -c '
@@ -124,8 +141,8 @@ if [[ "$mode" == build-only ]]; then
     "$python" -m pytest -q -p no:cacheprovider kernels/tests/torch_op_test.py
 else
   step "GPU tests: tiers, dtypes, streams, graphs, compile, sweep 32..262144 with masked rows" 300 \
-    "$python" -m pytest -q -p no:cacheprovider -rs -k "not cuda_build_torch" kernels/tests/torch_op_gpu_test.py
-  step "Benchmark against F.softmax (float32, bfloat16)" 240 \
+    "$python" -m pytest -q -p no:cacheprovider -rs --tb=short -k "not cuda_build_torch" kernels/tests/torch_op_gpu_test.py
+  step "Benchmark against F.softmax (float32, bfloat16)" 300 \
     "$python" kernels/bench.py --device cuda --dtypes float32 bfloat16 \
       --sizes 4096x1024 1024x4096 4096x32768 256x32768 64x131072 16384x131072 \
       --plot "$(dirname "$out")/warp_softmax_gpu.png"
