@@ -2,8 +2,16 @@
 //
 //   cols <= 1024   warp per row: each lane keeps cols/32 values in registers;
 //                  max and sum are __shfl_xor_sync butterflies. 4 rows a block.
-//   cols <= cached block per row, the row cached in shared memory as float32
-//                  (up to the device's opt-in shared memory per block).
+//   row on chip    the row cached in shared memory, in its own format, read
+//                  from device memory once (16-byte loads where aligned) and
+//                  written once: a copy's traffic. A row over kChunkBytes is
+//                  split across a thread-block cluster (compute capability 9.0+,
+//                  up to 8 blocks): each block caches its chunk and reduces it,
+//                  and the blocks exchange their partial (max, sum) through
+//                  distributed shared memory. Small chunks keep several blocks
+//                  on each multiprocessor, so one block's loads overlap
+//                  another's arithmetic and stores; one block per long row
+//                  would leave the loads of each multiprocessor idle in turn.
 //   longer         block per row, online softmax: one pass merges per-thread
 //                  (max, sum) pairs, a second writes exp(x - max) / sum.
 //
@@ -11,9 +19,12 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <cooperative_groups.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
 #include "kernels/online_softmax.h"
@@ -25,6 +36,10 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int kBlockThreads = 512;  // block-per-row kernels
 constexpr int kWarpsPerBlock = 4;   // warp-per-row kernels
+// The cached tier's target bytes of shared memory per block: four blocks of
+// kBlockThreads (a multiprocessor's 2048 threads) fit in a Hopper's 228 KiB.
+constexpr int64_t kChunkBytes = 48 * 1024;
+constexpr int kMaxCluster = 8;  // the portable cluster size
 
 // The kernels' 16-bit types are layout-compatible with CUDA's.
 template <typename T>
@@ -141,32 +156,189 @@ __global__ void warp_backward(const T* __restrict__ dy, const T* __restrict__ y,
   }
 }
 
-// ------------------------------------------------- block per row, row in shared memory
+// ------------------------------------- rows cached in shared memory, split across a cluster
 
-template <typename T, bool kLog>
-__global__ void block_cached_forward(const T* __restrict__ x, T* __restrict__ y, int cols) {
-  extern __shared__ float row_cache[];
+// Thread-block clusters exist from compute capability 9.0; the host launches
+// the kCluster kernels only there, so elsewhere their cluster calls trap.
+__device__ __forceinline__ unsigned cluster_blocks() {
+#if __CUDA_ARCH__ >= 900
+  return cooperative_groups::this_cluster().num_blocks();
+#else
+  __trap();
+  return 1;
+#endif
+}
+__device__ __forceinline__ unsigned cluster_rank() {
+#if __CUDA_ARCH__ >= 900
+  return cooperative_groups::this_cluster().block_rank();
+#else
+  __trap();
+  return 0;
+#endif
+}
+__device__ __forceinline__ void cluster_sync() {
+#if __CUDA_ARCH__ >= 900
+  cooperative_groups::this_cluster().sync();
+#else
+  __trap();
+#endif
+}
+// `value` (a __shared__ variable) as block `rank` of this cluster holds it.
+template <typename V>
+__device__ __forceinline__ V cluster_read(V* value, unsigned rank) {
+#if __CUDA_ARCH__ >= 900
+  return *cooperative_groups::this_cluster().map_shared_rank(value, rank);
+#else
+  __trap();
+  return *value;
+#endif
+}
+
+template <typename T>
+constexpr int kPack = 16 / sizeof(T);  // elements in one 16-byte access
+
+// Copies `len` elements of each of kArrays rows from device memory into shared
+// memory. kVector: every `src` is 16-byte aligned and len a multiple of kPack,
+// so each thread moves 16 bytes an access, kUnroll accesses in flight.
+template <typename T, int kArrays, bool kVector>
+__device__ __forceinline__ void load_chunk(T* const (&dst)[kArrays], const T* const (&src)[kArrays], int len) {
+  if constexpr (kVector) {
+    constexpr int kUnroll = 4;
+    const int packs = len / kPack<T>;
+    for (int base = threadIdx.x; base < packs; base += kUnroll * blockDim.x) {
+      uint4 v[kArrays][kUnroll];
+#pragma unroll
+      for (int a = 0; a < kArrays; ++a)
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int i = base + u * blockDim.x;
+          if (i < packs) v[a][u] = __ldg(reinterpret_cast<const uint4*>(src[a]) + i);
+        }
+#pragma unroll
+      for (int a = 0; a < kArrays; ++a)
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int i = base + u * blockDim.x;
+          if (i < packs) reinterpret_cast<uint4*>(dst[a])[i] = v[a][u];
+        }
+    }
+  } else {
+    for (int i = threadIdx.x; i < len; i += blockDim.x)
+#pragma unroll
+      for (int a = 0; a < kArrays; ++a) dst[a][i] = src[a][i];
+  }
+}
+
+// out[i] = f(cached values at i) for the chunk's `len` elements, 16 bytes a store where kVector.
+template <typename T, int kArrays, bool kVector, typename F>
+__device__ __forceinline__ void store_chunk(T* __restrict__ out, T* const (&cache)[kArrays], int len, F f) {
+  if constexpr (kVector) {
+    for (int i = threadIdx.x; i < len / kPack<T>; i += blockDim.x) {
+      uint4 in[kArrays], result;
+#pragma unroll
+      for (int a = 0; a < kArrays; ++a) in[a] = reinterpret_cast<const uint4*>(cache[a])[i];
+      T* r = reinterpret_cast<T*>(&result);
+#pragma unroll
+      for (int k = 0; k < kPack<T>; ++k) {
+        float v[kArrays];
+#pragma unroll
+        for (int a = 0; a < kArrays; ++a) v[a] = to_float(reinterpret_cast<const T*>(&in[a])[k]);
+        r[k] = from_float<T>(f(v));
+      }
+      reinterpret_cast<uint4*>(out)[i] = result;
+    }
+  } else {
+    for (int i = threadIdx.x; i < len; i += blockDim.x) {
+      float v[kArrays];
+#pragma unroll
+      for (int a = 0; a < kArrays; ++a) v[a] = to_float(cache[a][i]);
+      out[i] = from_float<T>(f(v));
+    }
+  }
+}
+
+// Where this block's chunk lies: block `rank` of the cluster for `row` holds
+// elements [begin, begin + len) of it.
+struct Chunk {
+  int64_t offset;  // of the chunk's first element in the tensor
+  int len;
+  unsigned rank, blocks;
+};
+
+template <bool kCluster>
+__device__ __forceinline__ Chunk chunk_of_block(int64_t cols, int chunk) {
+  const unsigned blocks = kCluster ? cluster_blocks() : 1, rank = kCluster ? cluster_rank() : 0;
+  const int64_t row = blockIdx.x / blocks, begin = static_cast<int64_t>(rank) * chunk;
+  const int len = static_cast<int>(begin < cols ? (cols - begin < chunk ? cols - begin : chunk) : 0);
+  return {row * cols + begin, len, rank, blocks};
+}
+
+template <typename T, bool kLog, bool kVector, bool kCluster>
+__global__ void __launch_bounds__(kBlockThreads) cached_forward(const T* __restrict__ x, T* __restrict__ y,
+                                                                int64_t cols, int chunk) {
+  extern __shared__ __align__(16) unsigned char shared_raw[];
   __shared__ float reduce[kWarp];
-  const T* xr = x + static_cast<int64_t>(blockIdx.x) * cols;
+  __shared__ float2 partial;  // this block's (max, sum), for the cluster's other blocks
+  T* const cache[1] = {reinterpret_cast<T*>(shared_raw)};
+  const Chunk c = chunk_of_block<kCluster>(cols, chunk);
+  const T* const src[1] = {x + c.offset};
+  load_chunk<T, 1, kVector>(cache, src, c.len);
+  __syncthreads();
   float m = -INFINITY;
-  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float v = to_float(xr[c]);
-    row_cache[c] = v;
-    m = nan_max(v, m);
-  }
+  for (int i = threadIdx.x; i < c.len; i += blockDim.x) m = nan_max(to_float(cache[0][i]), m);
   m = block_reduce<true>(m, reduce);
+  // A fully masked chunk sums exp(x - 0) = 0, not exp(-inf - -inf) = NaN: the
+  // empty pair (-inf, 0), which online::merge skips.
+  const float shift = m == -INFINITY ? 0.0f : m;
   float s = 0.0f;
-  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float e = __expf(row_cache[c] - m);
-    if (!kLog) row_cache[c] = e;
-    s += e;
-  }
+  for (int i = threadIdx.x; i < c.len; i += blockDim.x) s += __expf(to_float(cache[0][i]) - shift);
   s = block_reduce<false>(s, reduce);
-  const float log_s = kLog ? __logf(s) : 0.0f, inv = 1.0f / s;
-  T* yr = y + static_cast<int64_t>(blockIdx.x) * cols;
-  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-    yr[c] = from_float<T>(kLog ? (row_cache[c] - m) - log_s : row_cache[c] * inv);
+  if constexpr (kCluster) {
+    if (threadIdx.x == 0) partial = make_float2(m, s);
+    cluster_sync();
+    m = -INFINITY;
+    s = 0.0f;
+    for (unsigned r = 0; r < c.blocks; ++r) {  // in rank order: every block gets the same pair
+      const float2 p = cluster_read(&partial, r);
+      online::merge(m, s, p.x, p.y);
+    }
+    cluster_sync();  // no block exits while another still reads its `partial`
   }
+  // An all -inf row: m = -inf, s = 0, and the outputs are NaN, as torch's.
+  const float log_s = kLog ? __logf(s) : 0.0f, inv = 1.0f / s;
+  store_chunk<T, 1, kVector>(y + c.offset, cache, c.len, [=](const float (&v)[1]) {
+    return kLog ? (v[0] - m) - log_s : __expf(v[0] - m) * inv;
+  });
+}
+
+template <typename T, bool kLog, bool kVector, bool kCluster>
+__global__ void __launch_bounds__(kBlockThreads) cached_backward(const T* __restrict__ dy, const T* __restrict__ y,
+                                                                 T* __restrict__ dx, int64_t cols, int chunk) {
+  extern __shared__ __align__(16) unsigned char shared_raw[];
+  __shared__ float reduce[kWarp];
+  __shared__ float partial;
+  // chunk is a multiple of kPack<T>, so the second row starts 16-byte aligned.
+  T* const cache[2] = {reinterpret_cast<T*>(shared_raw), reinterpret_cast<T*>(shared_raw) + chunk};
+  const Chunk c = chunk_of_block<kCluster>(cols, chunk);
+  const T* const src[2] = {dy + c.offset, y + c.offset};
+  load_chunk<T, 2, kVector>(cache, src, c.len);
+  __syncthreads();
+  float acc = 0.0f;
+  for (int i = threadIdx.x; i < c.len; i += blockDim.x) {
+    const float g = to_float(cache[0][i]);
+    acc += kLog ? g : g * to_float(cache[1][i]);
+  }
+  acc = block_reduce<false>(acc, reduce);
+  if constexpr (kCluster) {
+    if (threadIdx.x == 0) partial = acc;
+    cluster_sync();
+    acc = 0.0f;
+    for (unsigned r = 0; r < c.blocks; ++r) acc += cluster_read(&partial, r);
+    cluster_sync();
+  }
+  store_chunk<T, 2, kVector>(dx + c.offset, cache, c.len, [=](const float (&v)[2]) {
+    return kLog ? v[0] - __expf(v[1]) * acc : v[1] * (v[0] - acc);
+  });
 }
 
 // ------------------------------------------------- block per row, online (max, sum)
@@ -248,34 +420,88 @@ cudaError_t dispatch(bool log, int64_t cols, Launch&& launch) {
 
 dim3 warp_grid(int64_t rows) { return dim3(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock)); }
 
-// The largest row, in floats, that fits the device's opt-in shared memory per block.
-int64_t cached_cols_limit() {
-  int device = 0, bytes = 0;
+// How the cached tier splits rows: `blocks` blocks a row (a cluster when more
+// than one) of `chunk` elements each, `smem` bytes of shared memory a block.
+struct CachedPlan {
+  int blocks = 0;  // 0: rows this long do not fit on chip
+  int chunk = 0;
+  size_t smem = 0;
+};
+
+// For rows of `cols` elements with `arrays` of them cached a block (x; or dy
+// and y) in elements of `elem` bytes.
+CachedPlan plan_cached(int64_t rows, int64_t cols, int arrays, int elem) {
+  int device = 0, major = 0, optin = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
-    return 0;
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+    return {};
   }
-  return (bytes - static_cast<int>(2 * kWarp * sizeof(float))) / static_cast<int64_t>(sizeof(float));
+  const int64_t bytes = cols * arrays * elem;
+  const int64_t blocks = std::clamp<int64_t>((bytes + kChunkBytes - 1) / kChunkBytes, 1, major >= 9 ? kMaxCluster : 1);
+  const int pack = 16 / elem;  // chunks start 16-byte aligned
+  const int64_t chunk = ((cols + blocks - 1) / blocks + pack - 1) / pack * pack;
+  const int64_t smem = chunk * arrays * elem;
+  // 1 KiB for the kernels' static shared memory (reductions), from the same limit.
+  if (smem + 1024 > optin || rows * blocks > 0x7fffffff) return {};
+  return {static_cast<int>(blocks), static_cast<int>(chunk), static_cast<size_t>(smem)};
+}
+
+// Launches a cached-tier kernel over `rows` rows as `plan` says.
+template <typename... Params, typename... Args>
+cudaError_t launch_cached(void (*kernel)(Params...), const CachedPlan& plan, int64_t rows, cudaStream_t stream,
+                          Args... args) {
+  if (plan.smem > 48 * 1024) {  // the default limit; more must be asked for
+    const cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.smem));
+    if (err != cudaSuccess) return err;
+  }
+  cudaLaunchAttribute cluster[1];
+  cluster[0].id = cudaLaunchAttributeClusterDimension;
+  cluster[0].val.clusterDim.x = static_cast<unsigned>(plan.blocks);
+  cluster[0].val.clusterDim.y = 1;
+  cluster[0].val.clusterDim.z = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(rows * plan.blocks));
+  config.blockDim = dim3(kBlockThreads);
+  config.dynamicSmemBytes = plan.smem;
+  config.stream = stream;
+  config.attrs = cluster;
+  config.numAttrs = plan.blocks > 1 ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, args...);
+}
+
+// Calls f(kVector, kCluster) with std::integral_constant arguments for the run-time flags.
+template <typename F>
+cudaError_t with_flags(bool vector, bool cluster, F&& f) {
+  auto with_vector = [&](auto kVector) {
+    return cluster ? f(kVector, std::true_type{}) : f(kVector, std::false_type{});
+  };
+  return vector ? with_vector(std::true_type{}) : with_vector(std::false_type{});
+}
+
+// 16-byte accesses need every row's start aligned: the base pointer and the row length.
+template <typename T>
+bool rows_aligned(int64_t cols, std::initializer_list<const void*> pointers) {
+  return cols % kPack<T> == 0 &&
+         std::all_of(pointers.begin(), pointers.end(), [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; });
 }
 
 template <typename T>
 cudaError_t forward_device(const T* x, T* y, int64_t rows, int64_t cols, bool log, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
   if (cols > 1024 && rows > 0x7fffffff) return cudaErrorInvalidValue;  // one block per row
-  const int64_t cached_limit = cols > 1024 ? cached_cols_limit() : 0;
+  const CachedPlan plan = cols > 1024 ? plan_cached(rows, cols, 1, sizeof(T)) : CachedPlan{};
   return dispatch(log, cols, [&](auto kLog, auto kPerLane) -> cudaError_t {
-    const dim3 grid(static_cast<unsigned>(rows));
     if constexpr (kPerLane > 0) {
       warp_forward<T, kPerLane, kLog><<<warp_grid(rows), kWarpsPerBlock * kWarp, 0, stream>>>(
           x, y, rows, static_cast<int>(cols));
-    } else if (cols <= cached_limit) {
-      const size_t smem = cols * sizeof(float);
-      cudaError_t err = cudaFuncSetAttribute(block_cached_forward<T, kLog>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-      if (err != cudaSuccess) return err;
-      block_cached_forward<T, kLog><<<grid, kBlockThreads, smem, stream>>>(x, y, static_cast<int>(cols));
+    } else if (plan.blocks > 0) {
+      return with_flags(rows_aligned<T>(cols, {x, y}), plan.blocks > 1, [&](auto kVector, auto kCluster) {
+        return launch_cached(cached_forward<T, kLog, kVector, kCluster>, plan, rows, stream, x, y, cols, plan.chunk);
+      });
     } else {
-      block_online_forward<T, kLog><<<grid, kBlockThreads, 0, stream>>>(x, y, cols);
+      block_online_forward<T, kLog><<<dim3(static_cast<unsigned>(rows)), kBlockThreads, 0, stream>>>(x, y, cols);
     }
     return cudaGetLastError();
   });
@@ -286,10 +512,16 @@ cudaError_t backward_device(const T* dy, const T* y, T* dx, int64_t rows, int64_
                             cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
   if (cols > 1024 && rows > 0x7fffffff) return cudaErrorInvalidValue;
+  const CachedPlan plan = cols > 1024 ? plan_cached(rows, cols, 2, sizeof(T)) : CachedPlan{};
   return dispatch(log, cols, [&](auto kLog, auto kPerLane) -> cudaError_t {
     if constexpr (kPerLane > 0) {
       warp_backward<T, kPerLane, kLog><<<warp_grid(rows), kWarpsPerBlock * kWarp, 0, stream>>>(
           dy, y, dx, rows, static_cast<int>(cols));
+    } else if (plan.blocks > 0) {
+      return with_flags(rows_aligned<T>(cols, {dy, y, dx}), plan.blocks > 1, [&](auto kVector, auto kCluster) {
+        return launch_cached(cached_backward<T, kLog, kVector, kCluster>, plan, rows, stream, dy, y, dx, cols,
+                             plan.chunk);
+      });
     } else {
       block_backward<T, kLog><<<dim3(static_cast<unsigned>(rows)), kBlockThreads, 0, stream>>>(dy, y, dx, cols);
     }

@@ -44,10 +44,31 @@ def test_matches_torch_softmax_on_the_gpu(rows, cols, dtype, atol):
         y = ours(x, -1)
         ref = theirs(x.double(), -1)
         torch.testing.assert_close(y.double(), ref, atol=atol * (20 if ours is kernels.warp_log_softmax else 1), rtol=atol)
-        g = torch.randn_like(x)
-        grad = torch.ops.kernels.warp_softmax_backward(g, kernels.warp_softmax(x, -1), -1)
-        ref_grad = torch._softmax_backward_data(g.double(), torch.softmax(x.double(), -1), -1, torch.float64)
+    g = torch.randn_like(x)
+    for ours, forward, theirs in ((kernels.warp_softmax_backward, torch.softmax, torch._softmax_backward_data),
+                                  (kernels.warp_log_softmax_backward, torch.log_softmax,
+                                   torch._log_softmax_backward_data)):
+        y = forward(x.double(), -1)
+        grad = ours(g, y.to(dtype), -1)
+        ref_grad = theirs(g.double(), y.to(dtype).double(), -1, torch.float64)
         torch.testing.assert_close(grad.double(), ref_grad, atol=atol * 20, rtol=atol * 10)
+
+
+@on_the_gpu
+@pytest.mark.parametrize("cols", [4096, 32768, 131072])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rows_not_16_byte_aligned_on_the_gpu(cols, dtype):
+    # A view one element into its storage: rows of a 16-byte multiple that start
+    # off 16-byte boundaries take the element-wise loads, and give the same values.
+    rows = 8
+    x = (torch.randn(rows * cols + 1, device="cuda") * 3).to(dtype)[1:].view(rows, cols)
+    g = torch.randn(rows * cols + 1, device="cuda").to(dtype)[1:].view(rows, cols)
+    tol = dict(atol=1e-6, rtol=1e-6) if dtype == torch.float32 else dict(atol=1e-2, rtol=1e-2)
+    y = kernels.warp_softmax(x, -1)
+    torch.testing.assert_close(y.double(), torch.softmax(x.double(), -1), **tol)
+    ref = torch._softmax_backward_data(g.double(), y.double(), -1, torch.float64)
+    torch.testing.assert_close(kernels.warp_softmax_backward(g, y, -1).double(), ref,
+                               atol=tol["atol"] * 20, rtol=tol["rtol"] * 10)
 
 
 @on_the_gpu
