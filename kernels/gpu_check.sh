@@ -6,7 +6,7 @@
 # 10 minutes: each step has its own time limit).
 #
 #   bash kernels/gpu_check.sh [RESULTS.md]               # on a GPU: build, GPU tests
-#                                                        # (sweep), benchmark
+#                                                        # (sweep), benchmarks
 #   bash kernels/gpu_check.sh --build-only [RESULTS.md]  # anywhere: build for sm_90
 #                                                        # with CUDA, load, run the CPU tests
 #
@@ -142,10 +142,13 @@ if [[ "$mode" == build-only ]]; then
 else
   step "GPU tests: tiers, dtypes, streams, graphs, compile, sweep 32..262144 with masked rows" 300 \
     "$python" -m pytest -q -p no:cacheprovider -rs --tb=short -k "not cuda_build_torch" kernels/tests/torch_op_gpu_test.py
-  step "Benchmark against F.softmax (float32, bfloat16)" 300 \
-    "$python" kernels/bench.py --device cuda --dtypes float32 bfloat16 \
-      --sizes 4096x1024 1024x4096 4096x32768 256x32768 64x131072 16384x131072 \
+  sizes=(4096x1024 1024x4096 4096x32768 256x32768 64x131072 16384x131072)
+  step "Benchmark against F.softmax (float32, bfloat16): eager calls, as a Python program sees them" 300 \
+    "$python" kernels/bench.py --device cuda --dtypes float32 bfloat16 --sizes "${sizes[@]}" \
       --plot "$(dirname "$out")/warp_softmax_gpu.png"
+  step "Benchmark against F.softmax (float32, bfloat16): CUDA graph replays, the kernels alone" 300 \
+    "$python" kernels/bench.py --device cuda --cuda-graph --dtypes float32 bfloat16 --sizes "${sizes[@]}" \
+      --plot "$(dirname "$out")/warp_softmax_gpu_graph.png"
 fi
 rm -rf "$build"
 cat "$out"
