@@ -1,5 +1,6 @@
-// The CUDA kernels against the CPU kernels, for every tier (warp, cached block,
-// online block), softmax and log-softmax, float32 and bfloat16. Without a GPU
+// The CUDA kernels against the CPU kernels, for every tier (warp, the row cached
+// in one block or across a cluster, online block), softmax and log-softmax,
+// float32 and bfloat16. Without a GPU
 // it checks that the CUDA runtime linked in loads and reports the GPU part
 // skipped (tools/gpu_skip.h).
 #include <cuda_runtime.h>
@@ -83,7 +84,7 @@ int main() {
     return gpu_skip("softmax_cuda_test", cudaGetErrorName(status));
   }
   for (bool log : {false, true}) {
-    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 7}, {64, 1000}, {8, 5000}, {4, 65536}, {2, 300000}}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 7}, {64, 1000}, {8, 5000}, {4, 65536}, {2, 300000}, {2, 1 << 20}}) {
       check<float>(rows, cols, log, 1e-6f);
       check<warp_softmax::BFloat16>(rows, cols, log, 1e-2f);
     }
