@@ -2,6 +2,8 @@
 
 import importlib
 import os
+import signal
+import subprocess
 import sys
 
 import pytest
@@ -64,6 +66,23 @@ def test_the_lock_names_only_the_public_index_and_serves_python_3_11_and_3_12():
     import torch
     for wheel in ("nvidia-cuda-nvcc", "nvidia-cuda-runtime", "nvidia-cuda-crt", "nvidia-cuda-cccl"):
         assert pins[wheel][0].startswith(torch.version.cuda + "."), wheel
+
+
+def test_tools_python_refuses_itself_as_the_base_interpreter():
+    # PYTHON is also the interpreter variable of scripts such as kernels/gpu_check.sh;
+    # set to tools/python, each call used to start another without end. Its own
+    # session, so a regression is killed whole at the timeout.
+    wrapper = os.path.join(ROOT, "tools", "python")
+    child = subprocess.Popen([wrapper, "-c", "pass"], env=dict(os.environ, PYTHON=wrapper),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    try:
+        _, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+    assert child.returncode == 2
+    assert "PYTHON is tools/python itself" in err
 
 
 def test_lock_without_hashes_is_refused_with_one_line():
