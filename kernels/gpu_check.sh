@@ -10,13 +10,13 @@
 #   bash kernels/gpu_check.sh --build-only [RESULTS.md]  # anywhere: build for sm_90
 #                                                        # with CUDA, load, run the CPU tests
 #
-# RESULTS.md defaults to kernels/BENCHMARKS.gpu.md, and the steps' whole output goes
-# to RESULTS.log beside it. PYTHON picks the interpreter
-# (default python3). The toolkit: $CUDA_HOME if set; else the one of NVIDIA's
-# wheels beside torch (nvidia/cu<major>, what Bazel's --config=cuda uses); else
-# the folder above nvcc on PATH; else /usr/local/cuda. CI runs --build-only with
-# the workspace's pinned environment, so the script's first GPU run is not its
-# first run. Exit status: 0 when every step passed.
+# RESULTS.md defaults to kernels/BENCHMARKS.gpu.md, and the steps' whole output
+# goes to RESULTS.log beside it. PYTHON picks the interpreter (default python3;
+# the workspace's pinned one is "$(tools/python --path)"). The toolkit:
+# $CUDA_HOME if set; else the one of NVIDIA's wheels beside torch (nvidia/cu<major>,
+# what Bazel's --config=cuda uses); else the folder above nvcc on PATH; else
+# /usr/local/cuda. CI runs --build-only with the pinned environment, so the
+# script's GPU runs are not its first. Exit status: 0 when every step passed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mode=full
