@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
@@ -307,7 +308,7 @@ __device__ __forceinline__ void unpack(const uint4 (&packs)[kArrays], int k, flo
 // a row's statistics come from the loaded registers, not another pass over
 // shared memory. kVector: every `src` is 16-byte aligned and len a multiple of
 // kPack, so each thread moves 16 bytes an access, 4 accesses in flight.
-// Thread t handles the same indices here as in store_chunk, so it reads back
+// Thread t handles the same indices here as in map_cached, so it reads back
 // only what it wrote itself.
 template <typename T, int kArrays, bool kVector, typename Visit>
 __device__ __forceinline__ void load_chunk(T* const (&dst)[kArrays], const T* const (&src)[kArrays], int len,
@@ -353,35 +354,12 @@ __device__ __forceinline__ void load_chunk(T* const (&dst)[kArrays], const T* co
   }
 }
 
-// visit(values) for each index of the chunk's cached rows, read 16 bytes at a
-// time where kVector; thread t visits the indices load_chunk gave it.
-template <typename T, int kArrays, bool kVector, typename Visit>
-__device__ __forceinline__ void for_each_cached(T* const (&cache)[kArrays], int len, Visit&& visit) {
-  if constexpr (kVector) {
-    for (int i = threadIdx.x; i < len / kPack<T>; i += blockDim.x) {
-      uint4 packs[kArrays];
-#pragma unroll
-      for (int a = 0; a < kArrays; ++a) packs[a] = reinterpret_cast<const uint4*>(cache[a])[i];
-#pragma unroll
-      for (int k = 0; k < kPack<T>; ++k) {
-        float values[kArrays];
-        unpack<T>(packs, k, values);
-        visit(values);
-      }
-    }
-  } else {
-    for (int i = threadIdx.x; i < len; i += blockDim.x) {
-      float values[kArrays];
-#pragma unroll
-      for (int a = 0; a < kArrays; ++a) values[a] = to_float(cache[a][i]);
-      visit(values);
-    }
-  }
-}
-
-// out[i] = f(cached values at i) for the chunk's `len` elements, 16 bytes a store where kVector.
-template <typename T, int kArrays, bool kVector, typename F>
-__device__ __forceinline__ void store_chunk(T* __restrict__ out, T* const (&cache)[kArrays], int len, F f) {
+// f(values) for each index i of the chunk's cached rows (16-byte reads where
+// kVector); given `out`, the results go to out[i] (16 bytes a store where
+// kVector). Thread t takes the indices load_chunk gave it.
+template <typename T, int kArrays, bool kVector, typename F, typename Out = std::nullptr_t>
+__device__ __forceinline__ void map_cached(T* const (&cache)[kArrays], int len, F f, Out out = nullptr) {
+  constexpr bool kStore = !std::is_same_v<Out, std::nullptr_t>;
   if constexpr (kVector) {
     for (int i = threadIdx.x; i < len / kPack<T>; i += blockDim.x) {
       uint4 packs[kArrays], result;
@@ -393,14 +371,15 @@ __device__ __forceinline__ void store_chunk(T* __restrict__ out, T* const (&cach
         unpack<T>(packs, k, values);
         reinterpret_cast<T*>(&result)[k] = from_float<T>(f(values));
       }
-      reinterpret_cast<uint4*>(out)[i] = result;
+      if constexpr (kStore) reinterpret_cast<uint4*>(out)[i] = result;
     }
   } else {
     for (int i = threadIdx.x; i < len; i += blockDim.x) {
       float values[kArrays];
 #pragma unroll
       for (int a = 0; a < kArrays; ++a) values[a] = to_float(cache[a][i]);
-      out[i] = from_float<T>(f(values));
+      const float result = f(values);
+      if constexpr (kStore) out[i] = from_float<T>(result);
     }
   }
 }
@@ -440,7 +419,7 @@ __global__ void __launch_bounds__(kBlockThreads, kCachedBlocksPerSM) cached_forw
   // empty pair (-inf, 0), which online::merge skips.
   const float shift = m == -INFINITY ? 0.0f : m;
   float s = 0.0f;
-  for_each_cached<T, 1, kVector>(cache, c.len, [&](const float (&v)[1]) { s += __expf(v[0] - shift); });
+  map_cached<T, 1, kVector>(cache, c.len, [&](const float (&v)[1]) { return s += __expf(v[0] - shift); });
   s = block_reduce<false>(s, reduce);
   if constexpr (kCluster) {
     if (threadIdx.x == 0) partial = make_float2(m, s);
@@ -455,9 +434,9 @@ __global__ void __launch_bounds__(kBlockThreads, kCachedBlocksPerSM) cached_forw
   }
   // An all -inf row: m = -inf, s = 0, and the outputs are NaN, as torch's.
   const float log_s = kLog ? __logf(s) : 0.0f, inv = 1.0f / s;
-  store_chunk<T, 1, kVector>(y + c.offset, cache, c.len, [=](const float (&v)[1]) {
+  map_cached<T, 1, kVector>(cache, c.len, [=](const float (&v)[1]) {
     return kLog ? (v[0] - m) - log_s : __expf(v[0] - m) * inv;
-  });
+  }, y + c.offset);
 }
 
 template <typename T, bool kLog, bool kVector, bool kCluster>
@@ -480,9 +459,9 @@ __global__ void __launch_bounds__(kBlockThreads, kCachedBlocksPerSM) cached_back
     for (unsigned r = 0; r < c.blocks; ++r) acc += cluster_read(&partial, r);
     cluster_sync();
   }
-  store_chunk<T, 2, kVector>(dx + c.offset, cache, c.len, [=](const float (&v)[2]) {
+  map_cached<T, 2, kVector>(cache, c.len, [=](const float (&v)[2]) {
     return kLog ? v[0] - __expf(v[1]) * acc : v[1] * (v[0] - acc);
-  });
+  }, dx + c.offset);
 }
 
 // ------------------------------------------------- block per row, online (max, sum)
