@@ -1,5 +1,6 @@
 // The online (max, sum) arithmetic of softmax_cuda.cu's block-per-row tier
-// (Milakov & Gimelshein 2018), in a header that also compiles as plain C++ so
+// (Milakov & Gimelshein 2018) and of its cluster tier's merge of the blocks'
+// parts, in a header that also compiles as plain C++ so
 // tests/online_softmax_test.cc checks it on the CPU, where there is no GPU:
 // masked (-inf) runs anywhere in a row, a fully masked row, NaN.
 #pragma once
@@ -43,5 +44,11 @@ WS_HOST_DEVICE void merge(float& m, float& s, float m2, float s2) {
   m = mm;
   s = a + b;
 }
+
+// What a block subtracts before summing exp over its part of a row whose max
+// is m: m itself, or 0 where the part is fully masked (m = -inf), so the sum is
+// exp(-inf) = 0 rather than exp(-inf - -inf) = NaN. The pair (m, that sum) is
+// then one merge() takes, the empty pair (-inf, 0) included.
+WS_HOST_DEVICE float shift(float m) { return m == -INFINITY ? 0.0f : m; }
 
 }  // namespace warp_softmax::online

@@ -415,9 +415,7 @@ __global__ void __launch_bounds__(kBlockThreads, kCachedBlocksPerSM) cached_forw
   float m = -INFINITY;
   load_chunk<T, 1, kVector>(cache, src, c.len, [&](const float (&v)[1]) { m = nan_max(v[0], m); });
   m = block_reduce<true>(m, reduce);
-  // A fully masked chunk sums exp(x - 0) = 0, not exp(-inf - -inf) = NaN: the
-  // empty pair (-inf, 0), which online::merge skips.
-  const float shift = m == -INFINITY ? 0.0f : m;
+  const float shift = online::shift(m);
   float s = 0.0f;
   map_cached<T, 1, kVector>(cache, c.len, [&](const float (&v)[1]) { return s += __expf(v[0] - shift); });
   s = block_reduce<false>(s, reduce);
