@@ -261,7 +261,8 @@ __global__ void warp_backward(const T* __restrict__ dy, const T* __restrict__ y,
 // ------------------------------------- rows cached in shared memory, split across a cluster
 
 // Thread-block clusters exist from compute capability 9.0; the host launches
-// the kCluster kernels only there, so elsewhere their cluster calls trap.
+// the kCluster kernels only where their code was compiled for it
+// (plan_cached), so elsewhere their cluster calls trap.
 __device__ __forceinline__ unsigned cluster_blocks() {
 #if __CUDA_ARCH__ >= 900
   return cooperative_groups::this_cluster().num_blocks();
@@ -533,11 +534,19 @@ struct CachedPlan {
   int blocks = 0;  // 0: rows this long do not fit on chip
   int chunk = 0;
   size_t smem = 0;
+  int smem_limit = 0;  // the most dynamic shared memory a cached kernel may ask for here
 };
 
+// The kernels' static shared memory (reductions, under 300 bytes), reserved
+// from the device's limit.
+constexpr int kStaticSmem = 1024;
+
 // For rows of `cols` elements with `arrays` of them cached a block (x; or dy
-// and y) in elements of `elem` bytes.
-CachedPlan plan_cached(int64_t rows, int64_t cols, int arrays, int elem) {
+// and y) in elements of `elem` bytes. Clusters need compute capability 9.0
+// and code compiled for it: a build for sm_80 alone runs on a Hopper through
+// the driver's JIT of its compute_80 PTX, where `cluster_kernel` (any kCluster
+// instantiation) would trap.
+CachedPlan plan_cached(int64_t rows, int64_t cols, int arrays, int elem, const void* cluster_kernel) {
   int device = 0, major = 0, optin = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
@@ -545,22 +554,29 @@ CachedPlan plan_cached(int64_t rows, int64_t cols, int arrays, int elem) {
     return {};
   }
   const int64_t bytes = cols * arrays * elem;
-  const int64_t blocks = std::clamp<int64_t>((bytes + kChunkBytes - 1) / kChunkBytes, 1, major >= 9 ? kMaxCluster : 1);
+  int64_t blocks = (bytes + kChunkBytes - 1) / kChunkBytes;
+  cudaFuncAttributes compiled;
+  if (blocks > 1 && !(major >= 9 && cudaFuncGetAttributes(&compiled, cluster_kernel) == cudaSuccess &&
+                      compiled.ptxVersion >= 90)) {
+    blocks = 1;
+  }
+  blocks = std::min<int64_t>(blocks, kMaxCluster);
   const int pack = 16 / elem;  // chunks start 16-byte aligned
   const int64_t chunk = ((cols + blocks - 1) / blocks + pack - 1) / pack * pack;
   const int64_t smem = chunk * arrays * elem;
-  // 1 KiB for the kernels' static shared memory (reductions), from the same limit.
-  if (smem + 1024 > optin || rows * blocks > 0x7fffffff) return {};
-  return {static_cast<int>(blocks), static_cast<int>(chunk), static_cast<size_t>(smem)};
+  if (smem + kStaticSmem > optin || rows * blocks > 0x7fffffff) return {};
+  return {static_cast<int>(blocks), static_cast<int>(chunk), static_cast<size_t>(smem), optin - kStaticSmem};
 }
 
 // Launches a cached-tier kernel over `rows` rows as `plan` says.
 template <typename... Params, typename... Args>
 cudaError_t launch_cached(void (*kernel)(Params...), const CachedPlan& plan, int64_t rows, cudaStream_t stream,
                           Args... args) {
-  if (plan.smem > 48 * 1024) {  // the default limit; more must be asked for
-    const cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.smem));
+  // Past 48 KiB, static and dynamic together, a kernel must ask for more. It
+  // asks for the most any plan here uses, the same for every call, so threads
+  // launching other sizes cannot lower it under each other's launches.
+  if (plan.smem + kStaticSmem > 48 * 1024) {
+    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, plan.smem_limit);
     if (err != cudaSuccess) return err;
   }
   cudaLaunchAttribute cluster[1];
@@ -575,7 +591,9 @@ cudaError_t launch_cached(void (*kernel)(Params...), const CachedPlan& plan, int
   config.stream = stream;
   config.attrs = cluster;
   config.numAttrs = plan.blocks > 1 ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, args...);
+  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, args...);
+  if (err != cudaSuccess) cudaGetLastError();  // reported here, not again by the caller's next check
+  return err;
 }
 
 // Calls f(kVector, kCluster) with std::integral_constant arguments for the run-time flags.
@@ -604,7 +622,10 @@ template <typename T>
 cudaError_t forward_device(const T* x, T* y, int64_t rows, int64_t cols, bool log, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
   if (cols > 1024 && rows > 0x7fffffff) return cudaErrorInvalidValue;  // one block per row
-  const CachedPlan plan = cols > 1024 ? plan_cached(rows, cols, 1, sizeof(T)) : CachedPlan{};
+  const CachedPlan plan =
+      cols > 1024 ? plan_cached(rows, cols, 1, sizeof(T),
+                                reinterpret_cast<const void*>(cached_forward<T, false, false, true>))
+                  : CachedPlan{};
   return dispatch(log, cols, [&](auto kLog, auto kPerLane) -> cudaError_t {
     if constexpr (kPerLane > 0) {
       constexpr int kVec = kWarpVec<T, kPerLane>;
@@ -631,7 +652,10 @@ cudaError_t backward_device(const T* dy, const T* y, T* dx, int64_t rows, int64_
                             cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
   if (cols > 1024 && rows > 0x7fffffff) return cudaErrorInvalidValue;
-  const CachedPlan plan = cols > 1024 ? plan_cached(rows, cols, 2, sizeof(T)) : CachedPlan{};
+  const CachedPlan plan =
+      cols > 1024 ? plan_cached(rows, cols, 2, sizeof(T),
+                                reinterpret_cast<const void*>(cached_backward<T, false, false, true>))
+                  : CachedPlan{};
   return dispatch(log, cols, [&](auto kLog, auto kPerLane) -> cudaError_t {
     if constexpr (kPerLane > 0) {
       constexpr int kVec = kWarpVec<T, kPerLane>;
