@@ -7,8 +7,8 @@
 #
 #   bash kernels/gpu_check.sh [RESULTS.md]               # on a GPU: build, GPU tests
 #                                                        # (sweep), benchmarks
-#   bash kernels/gpu_check.sh --build-only [RESULTS.md]  # anywhere: build for sm_90
-#                                                        # with CUDA, load, run the CPU tests
+#   bash kernels/gpu_check.sh --build-only [RESULTS.md]  # anywhere: build for sm_80 and
+#                                                        # sm_90, load, run the CPU tests
 #
 # RESULTS.md defaults to kernels/BENCHMARKS.gpu.md, and the steps' whole output
 # goes to RESULTS.log beside it. PYTHON picks the interpreter (default python3;
@@ -43,7 +43,8 @@ fi
 # The library is found through sys.path (kernels/library.py), not copied into the tree.
 export CUDA_HOME PYTHONPATH="$PWD:$build/py${PYTHONPATH:+:$PYTHONPATH}" WARP_SOFTMAX_BUILD="$build"
 if [[ "$mode" == build-only ]]; then
-  export TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0}"  # H100/H200; no GPU to ask
+  # No GPU to ask: Hopper (H100/H200), and Ampere, where the kernels' cluster code is compiled out.
+  export TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-8.0;9.0}"
   export CUDA_VISIBLE_DEVICES=""  # the same code paths on a machine with a GPU
 fi
 
@@ -61,7 +62,7 @@ step() {  # step TITLE SECONDS COMMAND...: runs it under a time limit, its outpu
     if [[ $status == 0 ]]; then echo "Passed."; else echo "**Failed** (exit status $status)."; fi
     echo
   } >> "$out"
-  [[ $status == 0 ]] || failed=1
+  [[ $status == 0 ]] || { failed=1; echo "FAILED: $title (exit status $status)" >&2; }
 }
 
 {
