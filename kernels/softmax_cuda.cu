@@ -356,8 +356,9 @@ __device__ __forceinline__ void load_chunk(T* const (&dst)[kArrays], const T* co
 }
 
 // f(values) for each index i of the chunk's cached rows (16-byte reads where
-// kVector); given `out`, the results go to out[i] (16 bytes a store where
-// kVector). Thread t takes the indices load_chunk gave it.
+// kVector); given `out`, f's results go to out[i] (16 bytes a store where
+// kVector), else f only accumulates. Thread t takes the indices load_chunk
+// gave it.
 template <typename T, int kArrays, bool kVector, typename F, typename Out = std::nullptr_t>
 __device__ __forceinline__ void map_cached(T* const (&cache)[kArrays], int len, F f, Out out = nullptr) {
   constexpr bool kStore = !std::is_same_v<Out, std::nullptr_t>;
@@ -370,7 +371,11 @@ __device__ __forceinline__ void map_cached(T* const (&cache)[kArrays], int len, 
       for (int k = 0; k < kPack<T>; ++k) {
         float values[kArrays];
         unpack<T>(packs, k, values);
-        reinterpret_cast<T*>(&result)[k] = from_float<T>(f(values));
+        if constexpr (kStore) {
+          reinterpret_cast<T*>(&result)[k] = from_float<T>(f(values));
+        } else {
+          f(values);
+        }
       }
       if constexpr (kStore) reinterpret_cast<uint4*>(out)[i] = result;
     }
@@ -379,8 +384,11 @@ __device__ __forceinline__ void map_cached(T* const (&cache)[kArrays], int len, 
       float values[kArrays];
 #pragma unroll
       for (int a = 0; a < kArrays; ++a) values[a] = to_float(cache[a][i]);
-      const float result = f(values);
-      if constexpr (kStore) out[i] = from_float<T>(result);
+      if constexpr (kStore) {
+        out[i] = from_float<T>(f(values));
+      } else {
+        f(values);
+      }
     }
   }
 }
@@ -418,7 +426,7 @@ __global__ void __launch_bounds__(kBlockThreads, kCachedBlocksPerSM) cached_forw
   m = block_reduce<true>(m, reduce);
   const float shift = online::shift(m);
   float s = 0.0f;
-  map_cached<T, 1, kVector>(cache, c.len, [&](const float (&v)[1]) { return s += __expf(v[0] - shift); });
+  map_cached<T, 1, kVector>(cache, c.len, [&](const float (&v)[1]) { s += __expf(v[0] - shift); });
   s = block_reduce<false>(s, reduce);
   if constexpr (kCluster) {
     if (threadIdx.x == 0) partial = make_float2(m, s);
