@@ -100,8 +100,8 @@ for level, flags in levels.items():
     objects.append(os.path.join(build, "softmax_cpu_%s.o" % level))
     compiles.append(subprocess.Popen(["c++", "-std=c++17", "-O3", "-fPIC", "-Wno-psabi", "-Wno-maybe-uninitialized",
                                       "-I.", "-c", "kernels/softmax_cpu_level.cc", "-o", objects[-1]] + flags))
-for level, compile in zip(levels, compiles):
-    if compile.wait():
+for level, job in zip(levels, compiles):
+    if job.wait():
         raise SystemExit("compiling the %s level failed" % level)
     print("compiled the", level, "level")
 # NVIDIA's runtime wheel ships only libcudart.so.<major>; cpp_extension links -lcudart.
