@@ -297,6 +297,19 @@ __device__ __forceinline__ V cluster_read(V* value, unsigned rank) {
 #endif
 }
 
+// Every block's `value` combined across the row's cluster, in rank order so
+// that each block gets the same result: published in this block's `slot`
+// (a __shared__ variable), read from every block's through distributed shared
+// memory.
+template <typename V, typename Combine>
+__device__ __forceinline__ V cluster_combine(V value, V* slot, unsigned blocks, V result, Combine combine) {
+  if (threadIdx.x == 0) *slot = value;
+  cluster_sync();
+  for (unsigned r = 0; r < blocks; ++r) result = combine(result, cluster_read(slot, r));
+  cluster_sync();  // no block exits while another still reads its slot
+  return result;
+}
+
 // Element k of each array's 16-byte pack, as float.
 template <typename T, int kArrays>
 __device__ __forceinline__ void unpack(const uint4 (&packs)[kArrays], int k, float (&values)[kArrays]) {
@@ -429,15 +442,13 @@ __global__ void __launch_bounds__(kBlockThreads, kCachedBlocksPerSM) cached_forw
   map_cached<T, 1, kVector>(cache, c.len, [&](const float (&v)[1]) { s += __expf(v[0] - shift); });
   s = block_reduce<false>(s, reduce);
   if constexpr (kCluster) {
-    if (threadIdx.x == 0) partial = make_float2(m, s);
-    cluster_sync();
-    m = -INFINITY;
-    s = 0.0f;
-    for (unsigned r = 0; r < c.blocks; ++r) {  // in rank order: every block gets the same pair
-      const float2 p = cluster_read(&partial, r);
-      online::merge(m, s, p.x, p.y);
-    }
-    cluster_sync();  // no block exits while another still reads its `partial`
+    const float2 row = cluster_combine(make_float2(m, s), &partial, c.blocks, make_float2(-INFINITY, 0.0f),
+                                       [](float2 a, float2 b) {
+                                         online::merge(a.x, a.y, b.x, b.y);
+                                         return a;
+                                       });
+    m = row.x;
+    s = row.y;
   }
   // An all -inf row: m = -inf, s = 0, and the outputs are NaN, as torch's.
   const float log_s = kLog ? __logf(s) : 0.0f, inv = 1.0f / s;
@@ -460,11 +471,7 @@ __global__ void __launch_bounds__(kBlockThreads, kCachedBlocksPerSM) cached_back
   load_chunk<T, 2, kVector>(cache, src, c.len, [&](const float (&v)[2]) { acc += kLog ? v[0] : v[0] * v[1]; });
   acc = block_reduce<false>(acc, reduce);
   if constexpr (kCluster) {
-    if (threadIdx.x == 0) partial = acc;
-    cluster_sync();
-    acc = 0.0f;
-    for (unsigned r = 0; r < c.blocks; ++r) acc += cluster_read(&partial, r);
-    cluster_sync();
+    acc = cluster_combine(acc, &partial, c.blocks, 0.0f, [](float a, float b) { return a + b; });
   }
   map_cached<T, 2, kVector>(cache, c.len, [=](const float (&v)[2]) {
     return kLog ? v[0] - __expf(v[1]) * acc : v[1] * (v[0] - acc);
