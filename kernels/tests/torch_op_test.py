@@ -99,6 +99,21 @@ def test_other_dtypes(name, dtype, isa):
         checks.assert_close(y.double(), reference(name, x, -1), dtype, "log" in name)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_results_are_the_float32_results_rounded_to_nearest_even(dtype, isa):
+    # A 16-bit row is widened, computed in float32 and narrowed once, so each result is
+    # exactly torch's .to() of the float32 kernel's: the tolerances above cannot tell a
+    # narrowing that truncates or misplaces a lane's half from a right one.
+    for shape in [(37, 3), (37, 29), (33, 1000), (3, 4100)]:  # tiles, tails, whole vectors
+        x = inputs(shape, dtype=DTYPES[dtype], scale=4.0)
+        g = inputs(shape, seed=1, dtype=DTYPES[dtype])
+        for name, (ours, _) in OPS.items():
+            y = ours(x, -1)
+            assert torch.equal(y, ours(x.float(), -1).to(y.dtype)), (name, shape)
+            back = kernels.warp_log_softmax_backward if "log" in name else kernels.warp_softmax_backward
+            assert torch.equal(back(g, y, -1), back(g.float(), y.float(), -1).to(y.dtype)), (name, shape)
+
+
 def test_edge_values_match_torch(isa):
     x = torch.tensor([[float("-inf")] * 4,                    # all -inf: NaN, as torch
                       [0.0, float("-inf"), 1.0, float("-inf")],  # masked entries: exactly 0
