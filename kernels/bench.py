@@ -10,8 +10,8 @@ implementation ("masked": attention's softmax(x * 0.125 + mask) with a mask row
 shared by all rows, warp_softmax_masked against torch's ops and their
 torch.compile; "training": eager autograd as a training step runs it, the
 forward recording its node on an input that requires grad, then
-torch.autograd.grad through it) (median of interleaved rounds: the machine's
-speed drifts, and interleaving exposes all of them to the same drift),
+torch.autograd.grad through it) (median of interleaved rounds, shuffled anew each
+round: the machine's speed drifts, and interleaving exposes all of them to the same drift),
 effective bandwidth (forward and masked move 2 * numel * itemsize bytes,
 backward 3 *, training 5 *), the speedup of warp_softmax over
 each peer, and warp_softmax's time over a plain copy of the same data (the
@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -131,9 +132,14 @@ def measure(rows, cols, dtype, device, rounds, round_seconds, cuda_graph=False):
             continue
         reps[key] = max(3, int(round_seconds / one))
     times = {key: [] for key in impls}
-    for _ in range(rounds):
-        for key, fn in impls.items():
-            times[key].append(run(fn, reps[key]))
+    order = list(impls)
+    for round_ in range(rounds):
+        # A new order each round: a call right after a copy ran 2-4% slower than after
+        # another softmax here (Intel Xeon, backward at 4096x1024), so a fixed order
+        # favoured whichever implementation never followed the copy.
+        random.Random(round_).shuffle(order)
+        for key in order:
+            times[key].append(run(impls[key], reps[key]))
     return times
 
 
