@@ -295,47 +295,34 @@ for _name in ("warp_softmax", "warp_log_softmax"):
                            "Autocast" + _device.upper(), with_keyset=True)
 
 
-def _entry_point(name):
-    """torch.ops.kernels.<name>, called through the entry module (torch_entry.cc)
-    where that takes the arguments: plain tensors and an int dim, while Dynamo
-    is not tracing (it must see the torch.ops call; other tracers pass proxies,
-    fake tensors or a mode, which the entry leaves to torch.ops). torch.ops'
-    boxed call costs about 0.8 us more: at 64x64 a third of the backward's time."""
-    fast, op = getattr(_entry, name), getattr(_ops, name)
-    is_compiling = torch.compiler.is_dynamo_compiling  # 35 ns a call, is_compiling 50-90
-
-    def call(*args):
-        if not is_compiling():
-            result = fast(*args)
-            if result is not NotImplemented:
-                return result
-        return op(*args)
-    return call
-
-
-_softmax, _log_softmax, _softmax_backward, _log_softmax_backward = map(_entry_point, (
-    "warp_softmax", "warp_log_softmax", "warp_softmax_backward", "warp_log_softmax_backward"))
+# Each function below is one Python frame into the entry module (torch_entry.cc), which
+# calls the operator unboxed where it can and torch.ops.kernels.<name> otherwise; torch.ops'
+# boxed call costs about 0.8 us more (at 64x64 a third of the backward's time). While Dynamo
+# traces they call torch.ops directly, which it must see (it cannot look into a C function).
+_compiling = torch.compiler.is_dynamo_compiling  # 35 ns a call, is_compiling 50-90
 
 
 def warp_softmax(x, dim=-1):
     """softmax(x) along `dim`, as torch.softmax; differentiable (also forward mode), compilable."""
-    return _softmax(x, dim)
+    return (_ops.warp_softmax if _compiling() else _entry.warp_softmax)(x, dim)
 
 
 def warp_log_softmax(x, dim=-1):
     """log_softmax(x) along `dim`, as torch.log_softmax; shares warp_softmax's kernels."""
-    return _log_softmax(x, dim)
+    return (_ops.warp_log_softmax if _compiling() else _entry.warp_log_softmax)(x, dim)
 
 
 def warp_softmax_backward(grad_output, output, dim=-1):
     """The input's gradient of warp_softmax from the output's (grad_output) and
     its output, as torch._softmax_backward_data; differentiable (double backward)."""
-    return _softmax_backward(grad_output, output, dim)
+    return (_ops.warp_softmax_backward if _compiling() else _entry.warp_softmax_backward)(
+        grad_output, output, dim)
 
 
 def warp_log_softmax_backward(grad_output, output, dim=-1):
     """warp_log_softmax's backward, as torch._log_softmax_backward_data."""
-    return _log_softmax_backward(grad_output, output, dim)
+    return (_ops.warp_log_softmax_backward if _compiling() else _entry.warp_log_softmax_backward)(
+        grad_output, output, dim)
 
 
 def warp_softmax_masked_(x, mask=None, scale=1.0, dim=-1):

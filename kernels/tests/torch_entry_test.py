@@ -1,5 +1,5 @@
 """kernels.warp_softmax's unboxed entry (torch_entry.cc): it gives the operators'
-results, keeps their errors, and leaves to torch.ops every call it must not take."""
+results, keeps their errors, and hands to torch.ops every call it must not take."""
 
 import pytest
 import torch
@@ -51,18 +51,26 @@ class _Subclass(torch.Tensor):
 
 
 @pytest.mark.parametrize("name", UNARY + BINARY)
-def test_what_the_entry_leaves_to_torch_ops(name):
-    args = _args(name)
-    assert getattr(entry, name)(*args, True) is NotImplemented  # a bool is not a plain int dim
-    assert getattr(entry, name)(*args, 2 ** 70) is NotImplemented
-    assert getattr(entry, name)(*args) is NotImplemented  # the dim left out
-    assert getattr(entry, name)(args[0].as_subclass(_Subclass), *args[1:], -1) is NotImplemented
-    assert getattr(entry, name)(*([1.0] * len(args)), -1) is NotImplemented
+def test_what_the_entry_hands_to_torch_ops(name):
+    args, op, call = _args(name), getattr(torch.ops.kernels, name), getattr(entry, name)
+    subclassed = (args[0].as_subclass(_Subclass), *args[1:], -1)
+    # a bool dim (not a plain int), a tensor subclass, the dim left out: torch.ops' results
+    for given in ((*args, True), subclassed) + ((args,) if name in UNARY else ()):
+        torch.testing.assert_close(call(*given), op(*given), rtol=0, atol=0)
+    assert type(call(*subclassed)) is _Subclass
+    # torch.ops' own errors: no dim for the backward's schema (it has no default), an int
+    # past int64, a number for a tensor
+    if name in BINARY:
+        with pytest.raises(RuntimeError, match="missing value for argument 'dim'"):
+            call(*args)
+    with pytest.raises(RuntimeError, match="Expected a value of type 'int' for argument 'dim'"):
+        call(*args, 2 ** 70)
+    with pytest.raises(RuntimeError, match="Expected a value of type 'Tensor'"):
+        call(*([1.0] * len(args)), -1)
     # A __torch_function__ mode sees the public function's call, as it sees torch.softmax's.
     with _Recorder() as recorder:
-        assert getattr(entry, name)(*args, -1) is NotImplemented
         getattr(kernels, name)(*args, -1)
-    assert recorder.calls and all(name in call for call in recorder.calls), recorder.calls
+    assert len(recorder.calls) == 1 and name in recorder.calls[0], recorder.calls
 
 
 def _symbolic_trace(f, x):
