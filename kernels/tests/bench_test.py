@@ -2,7 +2,6 @@
 round, the summary, the plot and its JSON; bad arguments refused with a usage message."""
 
 import json
-import os
 import subprocess
 import sys
 
