@@ -125,7 +125,8 @@ def _cpu_client():
 
 def load(text, in_types, out_types):
     """StableHLO text compiled by XLA's CPU backend: a function of arrays with the given
-    (shape, dtype) inputs, returning the outputs as read-only arrays.
+    (shape, dtype) inputs, returning the outputs as read-only arrays. Its `execute` attribute
+    takes a list of arrays already known to be of those types, and skips checking them.
 
     Each call takes the cheapest path jax 0.10.2 has (jax.device_put and
     LoadedExecutable.execute's Python layers cost more than a small step): one
@@ -159,16 +160,10 @@ def load(text, in_types, out_types):
     # read-only views of immutable buffers: their value is always the buffer's.
     resident = {}
 
-    def run(*arrays):
-        # execute checks only the count and byte sizes of its arguments: check the rest.
-        if len(arrays) != len(in_types):
-            raise TypeError("hlo: the program takes %d arrays, got %d" % (len(in_types), len(arrays)))
+    def execute(arrays):
+        """The program on `arrays`, taken to be of in_types (jit's signature has checked them)."""
         buffers = []
-        for a, aval, (shape, dtype) in zip(arrays, avals, in_types):
-            a = np.asarray(a)
-            if a.shape != shape or a.dtype != dtype:
-                raise TypeError("hlo: the program takes %s, got %s" % (
-                    in_types, [(np.shape(a), np.asarray(a).dtype) for a in arrays]))
+        for a, aval in zip(arrays, avals):
             entry = resident.get(id(a))
             buffers.append(entry[1] if entry is not None and entry[0] is a else
                            put(aval, sharding, [np.asarray(a, order="C")], devices, True, False,
@@ -185,6 +180,15 @@ def load(text, in_types, out_types):
             resident[id(o)] = (o, r)
             outs.append(o)
         return outs
+
+    def run(*arrays):
+        # XLA's execute checks only the count and byte sizes of its arguments: check the rest.
+        arrays = [np.asarray(a) for a in arrays]
+        if [(a.shape, a.dtype) for a in arrays] != in_types:
+            raise TypeError("hlo: the program takes %s, got %s" % (
+                in_types, [(a.shape, a.dtype) for a in arrays]))
+        return execute(arrays)
+    run.execute = execute
     return run
 
 
@@ -192,13 +196,13 @@ class _Compiled:
     def __init__(self, f, args):
         inputs, nodes, outs, self.out_spec = _trace(f, args, grad=False)
         self.text, self.target_checks = _module(inputs, nodes, outs)
-        self.run = load(self.text, [(t.data.shape, t.data.dtype) for t in inputs],
-                        [(o.data.shape, o.data.dtype) for o in outs])
+        self.execute = load(self.text, [(t.data.shape, t.data.dtype) for t in inputs],
+                            [(o.data.shape, o.data.dtype) for o in outs]).execute
 
     def __call__(self, arrays):
         for k, shape in self.target_checks.items():
             check_target(shape, arrays[k])
-        return unflatten(self.out_spec, [Tensor._wrap(r) for r in self.run(*arrays)])
+        return unflatten(self.out_spec, [Tensor._wrap(r) for r in self.execute(arrays)])
 
 
 def _signature(tree, arrays, key):
