@@ -1,5 +1,5 @@
-"""Times one training step of the digits MLP (minigrad eager, minigrad jit through XLA, PyTorch
-eager, hand-written NumPy) and per-example gradients (minigrad vmap(grad), torch.func
+"""Times one training step of the digits MLP (minigrad eager, minigrad jit through XLA, jax.jit,
+PyTorch eager, hand-written NumPy) and per-example gradients (minigrad vmap(grad), torch.func
 vmap(grad), a Python loop of minigrad grad calls).
 
     bazel run //minigrad:bench
@@ -7,21 +7,25 @@ vmap(grad), a Python loop of minigrad grad calls).
 
 A step is forward, cross-entropy, backward and an SGD update, on the CPU in
 float32, at each batch size. The jit step is the same step traced into
-StableHLO and compiled by XLA (minigrad.hlo). Implementations are timed in
-interleaved rounds (the machine's speed drifts; interleaving exposes all of
-them to the same drift): the times are the median round's, each ratio the
-median of the rounds' ratios with its 95% bootstrap interval (kernels/paired.py),
-so that drift between rounds cancels and a run says when it cannot tell two
-implementations apart. The
-NumPy step is the floor for any NumPy engine: the same arithmetic with no
-graph at all. --threads caps the BLAS, torch and XLA thread pools (default 1:
-on a shared 2-core machine, spinning thread pools measure the load, not the code).
---clock cpu times the process's CPU time instead of the wall clock: on a machine that
-other jobs share, it leaves out the time the process waited for a core (it counts every
-thread of the process, so XLA's worker threads are in the jit step's time).
+StableHLO and compiled by XLA (minigrad.hlo); jax.jit compiles the same step
+written in jax.numpy through the same XLA: the peer that shows what XLA's CPU
+runtime costs at each size. Every implementation starts from the same
+parameters and computes the same step (a test checks that their losses agree).
+Implementations are timed in interleaved rounds (the machine's speed drifts;
+interleaving exposes all of them to the same drift): the times are the median
+round's, each ratio the median of the rounds' ratios with its 95% bootstrap
+interval (kernels/paired.py), so that drift between rounds cancels and a run
+says when it cannot tell two implementations apart. The NumPy step is the floor
+for any NumPy engine: the same arithmetic with no graph at all. --threads caps
+the BLAS, torch and XLA thread pools (default 1: on a shared 2-core machine,
+spinning thread pools measure the load, not the code). --clock cpu times the
+process's CPU time instead of the wall clock: on a machine that other jobs
+share, it leaves out the time the process waited for a core (it counts every
+thread of the process, so XLA's worker threads are in the jit steps' time).
 """
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -46,6 +50,7 @@ def minigrad_step(x, y, sizes, lr, seed):
         opt.zero_grad()
         loss.backward()
         opt.step()
+        return loss
     return step
 
 
@@ -68,16 +73,41 @@ def jit_step(x, y, sizes, lr, seed):
     state = [_initial_params(sizes, seed)]
 
     def step():
-        _, new = compiled(state[0], x, y)
+        loss, new = compiled(state[0], x, y)
         state[0] = [t.data for t in new]
+        return loss
+    return step
+
+
+def jax_step(x, y, sizes, lr, seed):
+    import jax
+    import jax.numpy as jnp
+
+    def loss_of(params, x, y):
+        w1, b1, w2, b2 = params
+        logits = jnp.maximum(x @ w1.T + b1, 0) @ w2.T + b2
+        return -jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], axis=1).mean()
+
+    # Parameters donated, as a jax training loop does: XLA updates them in place.
+    @functools.partial(jax.jit, donate_argnums=0)
+    def train(params, x, y):
+        loss, grads = jax.value_and_grad(loss_of)(params, x, y)
+        return loss, [p - lr * g for p, g in zip(params, grads)]
+    state = [[jnp.array(p) for p in _initial_params(sizes, seed)]]
+
+    def step():
+        loss, state[0] = train(state[0], x, y)
+        return loss.block_until_ready()  # (a no-op under main's synchronous dispatch)
     return step
 
 
 def torch_step(x, y, sizes, lr, seed):
     import torch
-    torch.manual_seed(seed)
     model = torch.nn.Sequential(torch.nn.Linear(sizes[0], sizes[1]), torch.nn.ReLU(),
                                 torch.nn.Linear(sizes[1], sizes[2]))
+    with torch.no_grad():
+        for p, value in zip(model.parameters(), _initial_params(sizes, seed)):
+            p.copy_(torch.from_numpy(value))
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     inputs, target = torch.from_numpy(x), torch.from_numpy(y)
 
@@ -86,17 +116,12 @@ def torch_step(x, y, sizes, lr, seed):
         opt.zero_grad()
         loss.backward()
         opt.step()
+        return loss
     return step
 
 
 def numpy_step(x, y, sizes, lr, seed):
-    rng = np.random.default_rng(seed)
-    params = []
-    for fan_in, fan_out in zip(sizes, sizes[1:]):
-        bound = 1 / np.sqrt(fan_in)
-        params += [rng.uniform(-bound, bound, (fan_out, fan_in)).astype(np.float32),
-                   rng.uniform(-bound, bound, fan_out).astype(np.float32)]
-    w1, b1, w2, b2 = params
+    w1, b1, w2, b2 = _initial_params(sizes, seed)
     n = len(y)
     rows = np.arange(n)
 
@@ -119,8 +144,8 @@ def numpy_step(x, y, sizes, lr, seed):
     return step
 
 
-IMPLEMENTATIONS = {"minigrad": minigrad_step, "minigrad jit": jit_step, "torch eager": torch_step,
-                   "numpy by hand": numpy_step}
+IMPLEMENTATIONS = {"minigrad": minigrad_step, "minigrad jit": jit_step, "jax.jit": jax_step,
+                   "torch eager": torch_step, "numpy by hand": numpy_step}
 
 
 def per_example_grads(x, y, sizes, seed):
@@ -186,9 +211,14 @@ def _ratio(numerators, denominators):
 
 
 def _limit_threads(threads):
-    """Caps the BLAS, torch and XLA thread pools (XLA's before jax is imported)."""
+    """Caps the BLAS, torch and XLA thread pools (XLA's before jax is imported), and runs jax.jit's
+    calls on the calling thread."""
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen="
                                + ("false" if threads == 1 else "true")).strip()
+    import jax
+    # jax.jit runs each call on the calling thread, as minigrad's jit does (hlo._cpu_client): its
+    # default hands each call to a worker thread, a second core the other steps do not get.
+    jax.config.update("jax_cpu_enable_async_dispatch", False)
     import torch
     from threadpoolctl import threadpool_limits
     torch.set_num_threads(threads)
@@ -234,14 +264,15 @@ def main(argv=None):
                                   bar, clock)
     med = statistics.median
     print("\none training step (forward, backward, SGD); ratios: median of the rounds' and its 95% interval")
-    print("%6s %11s %8s %9s %9s %21s %21s %21s" % (
-        "batch", "minigrad us", "jit us", "torch us", "numpy us", "minigrad/torch",
-        "minigrad/numpy", "jit/numpy"))
+    print("%6s %11s %8s %10s %9s %9s %21s %21s %21s %21s" % (
+        "batch", "minigrad us", "jit us", "jax.jit us", "torch us", "numpy us", "minigrad/torch",
+        "minigrad/numpy", "jit/numpy", "jit/jax.jit"))
     for batch, t in results.items():
-        mg, jit, th, npy = (t[k] for k in ("minigrad", "minigrad jit", "torch eager", "numpy by hand"))
-        print("%6d %11.1f %8.1f %9.1f %9.1f %21s %21s %21s"
-              % (batch, med(mg) * 1e6, med(jit) * 1e6, med(th) * 1e6, med(npy) * 1e6,
-                 _ratio(mg, th), _ratio(mg, npy), _ratio(jit, npy)))
+        mg, jit, jx, th, npy = (t[k] for k in ("minigrad", "minigrad jit", "jax.jit", "torch eager",
+                                               "numpy by hand"))
+        print("%6d %11.1f %8.1f %10.1f %9.1f %9.1f %21s %21s %21s %21s"
+              % (batch, med(mg) * 1e6, med(jit) * 1e6, med(jx) * 1e6, med(th) * 1e6, med(npy) * 1e6,
+                 _ratio(mg, th), _ratio(mg, npy), _ratio(jit, npy), _ratio(jit, jx)))
     if args.per_example_batch:
         t = per_example
         vm, tv, loop = (t[k] for k in ("minigrad vmap(grad)", "torch.func vmap(grad)",

@@ -1,0 +1,47 @@
+"""`bazel run //minigrad:bench`: every implementation it times computes the same training step,
+and the bench runs end to end at a tiny size; bad arguments are usage errors."""
+
+import subprocess
+import sys
+
+import numpy as np
+
+from minigrad import bench
+
+
+def test_every_implementation_trains_the_same_model_to_the_same_losses():
+    """The ratios compare like with like: the same initial parameters, data and update, so
+    each implementation's losses over a few steps are the same float32 numbers."""
+    x, y, sizes = bench._batch(16, 32)
+    losses = {}
+    for name, make in bench.IMPLEMENTATIONS.items():
+        step = make(x, y, sizes, 0.5, 3)
+        losses[name] = [step().item() for _ in range(4)]
+    reference = losses.pop("numpy by hand")
+    assert reference[-1] < reference[0] - 0.1  # it trains
+    for name, got in losses.items():
+        np.testing.assert_allclose(got, reference, rtol=2e-5, err_msg=name)
+
+
+def run(*args):
+    return subprocess.run([sys.executable, bench.__file__, *args], capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_one_batch_prints_every_implementation_and_ratio():
+    out = run("--batches", "8", "--rounds", "2", "--round-seconds", "0.01",
+              "--per-example-batch", "4")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    header = next(line for line in lines if line.split()[:1] == ["batch"])
+    for column in ("jit us", "jax.jit us", "numpy us", "minigrad/numpy", "jit/numpy", "jit/jax.jit"):
+        assert column in header
+    row = lines[lines.index(header) + 1].split()
+    assert row[0] == "8" and all(float(v) > 0 for v in row[1:6])
+    assert "per-example gradients of the MLP, batch 4" in out.stdout
+
+
+def test_bad_arguments_are_usage_errors():
+    for bad in (["--batches", "0"], ["--rounds", "0"], ["--threads", "0"]):
+        out = run(*bad)
+        assert out.returncode == 2 and "usage:" in out.stderr, bad
