@@ -103,8 +103,9 @@ def jax_step(x, y, sizes, lr, seed):
 
 def torch_step(x, y, sizes, lr, seed):
     import torch
-    model = torch.nn.Sequential(torch.nn.Linear(sizes[0], sizes[1]), torch.nn.ReLU(),
-                                torch.nn.Linear(sizes[1], sizes[2]))
+    model = torch.nn.Sequential(torch.nn.Linear(sizes[0], sizes[1], dtype=torch.float32),
+                                torch.nn.ReLU(),
+                                torch.nn.Linear(sizes[1], sizes[2], dtype=torch.float32))
     with torch.no_grad():
         for p, value in zip(model.parameters(), _initial_params(sizes, seed)):
             p.copy_(torch.from_numpy(value))
