@@ -32,7 +32,20 @@ def _lift(value, batched, ndim):
 
 def elementwise(cls, args, batched):
     n = max(_ndim(v, b) for v, b in zip(args, batched))
-    return cls.apply(*[_lift(v, b, n) for v, b in zip(args, batched)])
+    try:
+        return cls.apply(*[_lift(v, b, n) for v, b in zip(args, batched)])
+    except ValueError:
+        # The operation's own message names the batched shapes, which the caller never wrote.
+        shapes = [tuple(v.shape[1:]) if b else np.shape(v)
+                  for v, b in zip(args, batched) if not callable(v)]  # (Compare's ufunc)
+        try:
+            np.broadcast_shapes(*shapes)
+        except ValueError:
+            ufunc = getattr(cls, "ufunc", None) or next((v for v in args if callable(v)), None)
+            name = ufunc.__name__ if ufunc else cls.__name__.lower()
+            raise ValueError("%s: shapes %s cannot be broadcast together (per example, inside "
+                             "vmap)" % (name, " and ".join(map(str, shapes)))) from None
+        raise
 
 
 def unary(cls, args, batched):
@@ -59,6 +72,14 @@ def matmul(cls, args, batched):
     if len(la) == 0 or len(lb) == 0:
         raise ValueError("matmul: both operands need at least one dimension, got shapes %s and "
                          "%s (per example, inside vmap); multiply by a 0-d tensor with *" % (la, lb))
+    try:
+        if la[-1] != lb[-2 if len(lb) > 1 else 0]:
+            raise ValueError
+        shape = (np.broadcast_shapes(la[:-2], lb[:-2]) + la[-2:-1] * (len(la) > 1)
+                 + lb[-1:] * (len(lb) > 1))
+    except ValueError:  # checked here: the batched operation would name the batched shapes
+        raise ValueError("matmul: shapes %s and %s are not aligned (per example, inside vmap)"
+                         % (la, lb)) from None
     # Batches of vectors become batches of one-row (one-column) matrices; the result is
     # reshaped to the example's result shape afterwards.
     if ba and len(la) == 1:
@@ -67,8 +88,6 @@ def matmul(cls, args, batched):
         b = ops.Reshape.apply(b, (batch,) + lb + (1,))
     n = max(_ndim(a, ba), _ndim(b, bb))
     out = ops.MatMul.apply(_lift(a, ba, n), _lift(b, bb, n))
-    shape = (np.broadcast_shapes(la[:-2], lb[:-2]) + la[-2:-1] * (len(la) > 1)
-             + lb[-1:] * (len(lb) > 1))
     return out if out.shape[1:] == shape else ops.Reshape.apply(out, (batch,) + shape)
 
 
@@ -158,7 +177,11 @@ def cross_entropy(cls, args, batched):
 def linear(cls, args, batched):
     (x, w, b), (bx, bw, bb) = args, batched
     wt = permute(None, (w, (1, 0)), None) if bw else ops.Permute.apply(w, (1, 0))
-    out = matmul(None, (x, wt), (bx, bw))
+    try:
+        out = matmul(None, (x, wt), (bx, bw))
+    except ValueError:  # in eager linear's words
+        raise ValueError("linear: input of shape %s does not fit a weight of shape %s (per "
+                         "example, inside vmap)" % (x.shape[bx:], w.shape[bw:])) from None
     return out if b is None else elementwise(ops.Add, (out, b), (True, bb))
 
 

@@ -201,7 +201,11 @@ class Compare(_Untracked):
     def forward(ctx, ufunc, a, b):
         # In the operands' common dtype by torch's promotion: float32 x == a 0-d float64 0.1
         # compares in float32, as torch does (NumPy's float64 would find no float32 0.1 equal).
-        return _wrap(ufunc(*_operands(a, b)))
+        try:
+            return _wrap(ufunc(*_operands(a, b)))
+        except ValueError:
+            raise ValueError("%s: shapes %s and %s cannot be broadcast together"
+                             % (ufunc.__name__, tuple(_shape(a)), tuple(_shape(b)))) from None
 
 
 class Where(Function):

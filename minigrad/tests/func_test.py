@@ -330,6 +330,28 @@ def test_vmap_bad_in_dims_and_out_dims_are_clear_errors():
         func.vmap(lambda a: minigrad.grad(a.sum(), a))(minigrad.Tensor(np.ones((2, 2)), requires_grad=True))
 
 
+
+def test_shape_errors_inside_vmap_name_the_shapes_the_caller_wrote():
+    """torch.func reports the batched shapes ("5x3 and 4x2"), which no line of the caller's
+    function has; minigrad reports one example's, with the eager operation's wording."""
+    xs, T = minigrad.Tensor(np.ones((5, 3))), minigrad.Tensor
+    cases = [
+        (lambda a, b: a @ b, T(np.ones((4, 2))), r"matmul: shapes \(3,\) and \(4, 2\) are not aligned"),
+        (lambda a, b: a @ b, T(np.ones((2, 3, 2))), None),  # batch dims broadcast: (2, 2)
+        (lambda a, b: a + b, T(np.ones(4)), r"add: shapes \(3,\) and \(4,\) cannot be broadcast"),
+        (lambda a, b: a > b, T(np.ones(4)), r"greater: shapes \(3,\) and \(4,\) cannot be broadcast"),
+        (lambda a, b: F.linear(a, b), T(np.ones((2, 4))),
+         r"linear: input of shape \(3,\) does not fit a weight of shape \(2, 4\)"),
+    ]
+    for f, other, message in cases:
+        if message is None:
+            assert func.vmap(f, in_dims=(0, None))(xs, other).shape == (5, 2, 2)
+            continue
+        with pytest.raises(ValueError, match=message + r".*\(per example, inside vmap\)"):
+            func.vmap(f, in_dims=(0, None))(xs, other)
+        with pytest.raises(ValueError, match=message):  # the same words as outside vmap
+            f(xs[0], other)
+
 def test_vjp_output_and_grad_aux_come_back_cut_from_the_inner_graph_like_torch_func():
     f = lambda t: ((t * t).sum(), t * 2)
     for lib, T in ((func, minigrad.Tensor), (tf, torch.tensor)):
