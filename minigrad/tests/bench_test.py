@@ -11,7 +11,7 @@ from minigrad import bench
 
 def test_every_implementation_trains_the_same_model_to_the_same_losses():
     """The ratios compare like with like: the same initial parameters, data and update, so
-    each implementation's losses over a few steps are the same float32 numbers."""
+    each implementation's losses over a few steps agree to float32 rounding."""
     x, y, sizes = bench._batch(16, 32)
     losses = {}
     for name, make in bench.IMPLEMENTATIONS.items():
