@@ -115,7 +115,7 @@ for lib in ("lib64", "lib"):
 # Then as tools/copts.bzl compiles torch extensions: C++20 and OpenMP (cpp_extension
 # adds the standard and the ABI define), -O3.
 load(name="warp_softmax", build_directory=build, is_python_module=False, verbose=False,
-     sources=["kernels/torch_op.cc", "kernels/softmax_cpu.cc", "kernels/softmax_cuda.cu"],
+     sources=["kernels/torch_op.cc", "kernels/torch_autograd.cc", "kernels/softmax_cpu.cc", "kernels/softmax_cuda.cu"],
      extra_include_paths=[os.getcwd()],
      extra_cflags=["-O3", "-fopenmp", "-Wno-psabi", "-DWARP_SOFTMAX_WITH_CUDA"],
      extra_cuda_cflags=["-O3", "--expt-relaxed-constexpr"],
@@ -133,9 +133,9 @@ from kernels import library
 print("library:", library.find("warp_softmax.so"))
 print(kernels.warp_softmax(torch.tensor([[1.0, 2.0, 3.0]])))
 for op in ("warp_softmax", "warp_softmax_backward", "warp_log_softmax", "warp_log_softmax_backward"):
-    for key in ("CPU", "CUDA"):
+    for key in ("CPU", "CUDA", "AutogradCPU", "AutogradCUDA"):  # the last two: torch_autograd.cc
         assert torch._C._dispatch_has_kernel_for_dispatch_key("kernels::" + op, key), (op, key)
-print("CPU and CUDA kernels registered for every operator")'
+print("CPU, CUDA and their autograd kernels registered for every operator")'
 
 if [[ "$mode" == build-only ]]; then
   step "CPU tests with this build (kernels/tests/torch_op_test.py)" 360 \

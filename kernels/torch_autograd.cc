@@ -31,6 +31,7 @@
 #include <torch/csrc/autograd/saved_variable.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <optional>
@@ -233,7 +234,11 @@ struct RowSoftmaxBackward : torch::autograd::TraceableFunction {
 // node, as torch's generated autograd kernels record theirs.
 template <typename Run>
 at::Tensor record(Saved saved, torch::autograd::edge_list edges, Run run) {
+#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 13
   auto node = c10::make_intrusive<RowSoftmaxBackward>();
+#else  // torch 2.12 and earlier (the lent GPU machine's 2.11) held nodes in a shared_ptr
+  std::shared_ptr<RowSoftmaxBackward> node(new RowSoftmaxBackward(), torch::autograd::deleteNode);
+#endif
   node->saved = std::move(saved);
   node->set_next_edges(std::move(edges));
   at::Tensor y = run();
