@@ -28,3 +28,9 @@ RAW = {"softmax": lambda t, dim=-1: torch.ops.kernels.warp_softmax(t, dim),
        "log_softmax": lambda t, dim=-1: torch.ops.kernels.warp_log_softmax(t, dim)}
 BACKWARD = {"softmax": (torch.ops.kernels.warp_softmax_backward, torch._softmax_backward_data),
             "log_softmax": (torch.ops.kernels.warp_log_softmax_backward, torch._log_softmax_backward_data)}
+
+
+def recorded_in_cpp(out):
+    """Whether torch_autograd.cc's C++ node recorded `out` (not the Python Function, nor torch)."""
+    return out.grad_fn.name().startswith("warp_") and not isinstance(
+        out.grad_fn, torch.autograd.function.BackwardCFunction)

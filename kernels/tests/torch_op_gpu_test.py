@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import kernels
+from kernels.tests.torch_cases import recorded_in_cpp
 
 on_the_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
@@ -135,6 +136,33 @@ def test_opcheck_gradcheck_and_compile_on_the_gpu():
     ref = xs.detach().clone().requires_grad_()
     torch.softmax(ref * 2, -1).sum().backward()
     torch.testing.assert_close(xs.grad, ref.grad, atol=1e-6, rtol=1e-5)
+
+
+@on_the_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_eager_training_records_the_cpp_nodes_on_the_gpu(dtype):
+    """AutogradCUDA's kernels (torch_autograd.cc) record the C++ node in plain eager training,
+    the masked form's too, and its gradients are torch's (second order too in float32: a
+    bfloat16 dx squared loses too much to compare)."""
+    x = (torch.randn(4, 6, 300, device="cuda") * 3).to(dtype)
+    mask = torch.where(torch.rand(4, 1, 300, device="cuda") < 0.3, float("-inf"), 0.0).to(dtype)
+    cases = ((kernels.warp_softmax, lambda t: torch.softmax(t, -1)),
+             (kernels.warp_log_softmax, lambda t: torch.log_softmax(t, -1)),
+             (lambda t: torch.ops.kernels.warp_softmax_masked(t, mask, 0.5), lambda t: torch.softmax(t * 0.5 + mask, -1)))
+    g = torch.randn_like(x)
+    for ours, theirs in cases:
+        grads = []
+        for f in (ours, theirs):
+            leaf = x.detach().double().requires_grad_() if f is theirs else x.detach().requires_grad_()
+            out = f(leaf)
+            assert recorded_in_cpp(out) == (f is ours)
+            (dx,) = torch.autograd.grad(out, leaf, g.to(out.dtype), create_graph=True)
+            if dtype == torch.float32:  # double backward, through the backward operator's autograd
+                grads.append([dx, *torch.autograd.grad((dx * dx).sum(), leaf)])
+            else:
+                grads.append([dx])
+        tol = {"atol": 1e-4, "rtol": 1e-4} if dtype == torch.float32 else {"atol": 0.02, "rtol": 0.02}
+        torch.testing.assert_close([t.double() for t in grads[0]], [t.double() for t in grads[1]], **tol)
 
 
 # The sweep gpu_check.sh reports: every power-of-two row length from 32 to 262144 and a ragged

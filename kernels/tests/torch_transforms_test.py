@@ -6,7 +6,7 @@ import torch
 
 import kernels
 from kernels.tests import checks
-from kernels.tests.torch_cases import BACKWARD, DTYPES, OPS, RAW, inputs, reference
+from kernels.tests.torch_cases import BACKWARD, DTYPES, OPS, RAW, inputs, recorded_in_cpp, reference
 
 
 def test_vmap_matches_torch():
@@ -113,12 +113,6 @@ _RECORDING = {
 }
 
 
-def _recorded_in_cpp(out):
-    """Whether torch_autograd.cc's C++ node recorded `out` (not the Python Function, nor torch)."""
-    return out.grad_fn.name().startswith("warp_") and not isinstance(
-        out.grad_fn, torch.autograd.function.BackwardCFunction)
-
-
 @pytest.mark.parametrize("tangent", [False, True], ids=["", "dual"])
 @pytest.mark.parametrize("requires_grad", [False, True], ids=["", "requires_grad"])
 @pytest.mark.parametrize("grad_mode", [True, False], ids=["grad", "no_grad"])
@@ -149,7 +143,7 @@ def test_records_a_graph_and_a_tangent_exactly_where_torch_does(name, grad_mode,
         out = ours(*[inputs((3, 5), dtype=torch.float64).requires_grad_()] * arity)
         node = "warp_" + name.replace("masked", "softmax_masked") + "Backward"
         assert "grad_fn=<%s>" % node in repr(out)
-        assert _recorded_in_cpp(out) == (name != "softmax_backward")
+        assert recorded_in_cpp(out) == (name != "softmax_backward")
 
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax", "masked"])
@@ -172,7 +166,7 @@ def test_eager_nodes_match_the_function_and_torch_to_second_order(name):
     got = second_order(ours, *args)
     want = second_order(theirs, *args)
     out = ours(*args)
-    assert _recorded_in_cpp(out)
+    assert recorded_in_cpp(out)
     via_function = torch.func.vjp(ours, *args)[1](v)
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(via_function, want[:arity])
@@ -200,7 +194,7 @@ def test_compiled_autograd_runs_the_eager_nodes(name):
     for f in (ours, theirs):
         args = [inputs(shape, dtype=torch.float64, seed=k).requires_grad_() for k, shape in enumerate(shapes)]
         out = f(*args)
-        assert _recorded_in_cpp(out) == (f is ours)
+        assert recorded_in_cpp(out) == (f is ours)
         torch._dynamo.reset()
         with compiled_autograd._enable(torch.compile(backend="eager", fullgraph=True)):
             (out * inputs(shapes[0], dtype=torch.float64, seed=5)).sum().backward()
