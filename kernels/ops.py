@@ -340,5 +340,7 @@ def warp_softmax_masked(x, mask=None, scale=1.0, dim=-1):
     result takes torch's promoted dtype) or bool (True keeps an element, False
     makes it -inf, as F.scaled_dot_product_attention's attn_mask).
     Differentiable in x and a floating mask (also forward mode), compilable.
-    CUDA tensors take torch's composite for the forward."""
+    On CUDA tensors the forward is two passes: x * scale + mask, rounded to the
+    result's format as in torch, then the softmax kernel (the CUDA kernels take no
+    mask)."""
     return _ops.warp_softmax_masked(x, mask, scale, dim)

@@ -206,7 +206,7 @@ MaskRows mask_rows(at::Tensor mask, at::IntArrayRef moved, int64_t d) {
 // softmax(self * scale + mask) along dim, mask broadcastable to self: a
 // floating mask is added (the result has torch's promoted dtype), a bool mask
 // keeps the elements where it is true (F.scaled_dot_product_attention's
-// convention), the others become -inf. CUDA tensors take torch's composite.
+// convention), the others become -inf.
 // With `in_place`, the result goes over self: written by the kernel as it reads
 // (each row is read before it is written, so the rows can share their memory)
 // where self is already the kernel's rows in the result's dtype, and copied in
@@ -251,7 +251,10 @@ at::Tensor masked(const at::Tensor& self, const std::optional<at::Tensor>& mask_
               self.scalar_type());
   Rows in = as_rows(x, dim, op);
   if (!x.device().is_cpu()) {
-    at::Tensor y = at::softmax(mask.defined() ? x * scale + mask : x * scale, in.dim);
+    // The CUDA kernels take no mask: x * scale + mask in one kernel (torch's composite
+    // takes two), then the softmax kernels (float64, which they lack: torch's).
+    const at::Tensor z = mask.defined() ? at::add(mask, x, scale_arg) : x * scale_arg;
+    at::Tensor y = z.scalar_type() == at::kDouble ? at::softmax(z, in.dim) : forward(z, in.dim, false);
     return in_place ? self.copy_(y) : y;
   }
   const bool over_self = in_place && in.data->is_same(self);
