@@ -141,8 +141,10 @@ if [[ "$mode" == build-only ]]; then
   step "CPU tests with this build (kernels/tests/torch_op_test.py)" 360 \
     "$python" -m pytest -q -p no:cacheprovider kernels/tests/torch_op_test.py
 else
-  step "GPU tests: tiers, dtypes, streams, graphs, compile, sweep 32..262144 with masked rows" 300 \
-    "$python" -m pytest -q -p no:cacheprovider -rs --tb=short -k "not cuda_build_torch" kernels/tests/torch_op_gpu_test.py
+  # torch_masked_test.py's GPU cases are those its `where` fixture names cuda.
+  step "GPU tests: tiers, dtypes, streams, graphs, compile, sweep 32..262144 with masked rows, the masked form" 300 \
+    "$python" -m pytest -q -p no:cacheprovider -rs --tb=short -k "not cuda_build_torch and (gpu or cuda)" \
+      kernels/tests/torch_op_gpu_test.py kernels/tests/torch_masked_test.py
   sizes=(4096x1024 1024x4096 4096x32768 256x32768 64x131072 16384x131072)
   step "Benchmark against F.softmax (float32, bfloat16): eager calls, as a Python program sees them" 300 \
     "$python" kernels/bench.py --device cuda --dtypes float32 bfloat16 --sizes "${sizes[@]}" \

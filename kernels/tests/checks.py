@@ -99,11 +99,18 @@ def masked_rows(draw, max_rows=4, max_cols=5000):
     return masked_logits(rows, cols, mask, seed=seed), mask
 
 
-def isa_fixture(control):
+def isa_fixture(control, also=()):
     """A pytest fixture running a test once per CPU level this machine
-    supports (kernels.isa.CpuIsa `control`), restoring the level after."""
-    @pytest.fixture(params=control.supported())
+    supports (kernels.isa.CpuIsa `control`), restoring the level after; then
+    once per value in `also` (a device, say; pytest.param for its marks),
+    with the level untouched."""
+    levels = control.supported()
+
+    @pytest.fixture(params=[*levels, *also])
     def isa(request):
+        if request.param not in levels:
+            yield request.param
+            return
         before = control.current()
         control.set(request.param)
         yield request.param

@@ -3,18 +3,20 @@ softmax(x * scale + mask): every dtype, the masks attention sends (broadcast
 padding masks, per-query masks, finfo.min, -inf runs, fully masked rows), bool
 masks, gradients in x and the mask, torch.func, opcheck and torch.compile.
 
-Tests taking the `isa` fixture run once per CPU level this machine supports."""
+Tests taking the `where` fixture run once per CPU level this machine supports and, where
+torch sees a GPU, once on it (gpu_check.sh runs them there)."""
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import kernels
 from kernels import ops
 from kernels.tests import checks
 
-isa = checks.isa_fixture(ops._isa)
+where = checks.isa_fixture(ops._isa, also=[pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device"))])
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
 op = torch.ops.kernels.warp_softmax_masked
 
@@ -23,9 +25,23 @@ def name(dtype):
     return str(dtype)[6:]
 
 
+def device(where, dtype=None):
+    """The device a `where` test runs on; float64 is skipped on the GPU (no CUDA kernel has it)."""
+    if where != "cuda":
+        return "cpu"
+    if dtype == torch.float64:
+        pytest.skip("float64 is supported on the CPU only")
+    return "cuda"
+
+
 def reference(x, mask, scale, dim=-1):
-    """torch's softmax of the same sum, computed in float64 (ours forms the sum in
-    float32 without rounding it to x's format, so float64 is the fair reference)."""
+    """torch's softmax of the same sum, computed in float64. On the CPU ours forms the
+    sum in float32 without rounding it to x's format, so float64 is the fair reference;
+    on CUDA the sum is one torch kernel in the result's format (rounded once, where
+    torch's composite rounds twice), and the reference takes that sum."""
+    if x.is_cuda:
+        z = x * scale if mask is None else torch.add(mask, x, alpha=scale)
+        return torch.softmax(z.double(), dim)
     z = x.double() * scale
     return torch.softmax(z if mask is None else z + mask.double(), dim)
 
@@ -50,11 +66,13 @@ def attention_masks(batch, heads, q, k, dtype, fill):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=name)
 @pytest.mark.parametrize("k", [5, 300, 1024, 2049])
-def test_attention_masks_match_torch(dtype, k, isa):
+def test_attention_masks_match_torch(dtype, k, where):
+    dev = device(where, dtype)
     batch, heads, q = 3, 2, 4
-    x = (torch.randn(batch, heads, q, k, generator=torch.Generator().manual_seed(1)) * 4).to(dtype)
+    x = (torch.randn(batch, heads, q, k, generator=torch.Generator().manual_seed(1)) * 4).to(dev, dtype)
     for fill in (float("-inf"), torch.finfo(dtype).min):
         for pattern, mask in attention_masks(batch, heads, q, k, dtype, fill).items():
+            mask = None if mask is None else mask.to(dev)
             y = kernels.warp_softmax_masked(x, mask, scale=0.125)
             assert y.dtype == dtype and y.shape == x.shape, pattern
             want = reference(x, mask, 0.125)
@@ -64,7 +82,7 @@ def test_attention_masks_match_torch(dtype, k, isa):
                 # them all to -65504 and gives a uniform row).
                 torch.testing.assert_close(y.double(), want, rtol=2 * 65504 * 2**-24 + 2**-10, atol=2**-24)
                 continue
-            checks.assert_close(y.double(), want, name(dtype), False)
+            checks.assert_close(y.double().cpu(), want.cpu(), name(dtype), False)
             # torch in x's own dtype: the same NaN rows (fully -inf ones) and exact zeros.
             torch_y = torch.softmax(x * 0.125 + (0 if mask is None else mask), -1)
             assert torch.equal(y.isnan(), torch_y.isnan()), pattern
@@ -75,7 +93,8 @@ def test_attention_masks_match_torch(dtype, k, isa):
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), dtype=st.sampled_from(DTYPES), scale=st.sampled_from([1.0, 0.125, -2.0, 3]))
-def test_property_random_broadcasts_dims_and_masks(data, dtype, scale, isa):
+def test_property_random_broadcasts_dims_and_masks(data, dtype, scale, where):
+    assume(where != "cuda" or dtype != torch.float64)
     shape = data.draw(st.lists(st.integers(1, 6), min_size=1, max_size=4))
     shape[-1] = data.draw(st.sampled_from([1, 7, 33, 1030]))
     dim = data.draw(st.integers(-len(shape), len(shape) - 1))
@@ -86,13 +105,14 @@ def test_property_random_broadcasts_dims_and_masks(data, dtype, scale, isa):
     x = (torch.randn(shape, generator=g) * 3).to(dtype)
     mask = torch.randn(mask_shape, generator=g).to(dtype)
     mask[torch.rand(mask_shape, generator=g) < data.draw(st.sampled_from([0.0, 0.5, 0.95]))] = float("-inf")
+    x, mask = x.to(device(where)), mask.to(device(where))
     y = kernels.warp_softmax_masked(x, mask, scale, dim)
-    checks.assert_close(y.double(), reference(x, mask, scale, dim), name(dtype), False)
+    checks.assert_close(y.double().cpu(), reference(x, mask, scale, dim).cpu(), name(dtype), False)
 
 
-def test_bool_mask_keeps_where_true_as_sdpa():
-    x = torch.randn(2, 3, 6, 40)
-    keep = torch.rand(2, 1, 6, 40) > 0.7
+def test_bool_mask_keeps_where_true_as_sdpa(where):
+    x = torch.randn(2, 3, 6, 40, device=device(where))
+    keep = torch.rand(2, 1, 6, 40, device=device(where)) > 0.7
     keep[0, 0, 2] = False  # a fully masked row: NaN, as softmax of all -inf
     y = kernels.warp_softmax_masked(x, keep, 0.5)
     want = torch.softmax((x * 0.5).masked_fill(~keep, float("-inf")), -1)
@@ -100,38 +120,41 @@ def test_bool_mask_keeps_where_true_as_sdpa():
     assert y[0, :, 2].isnan().all() and not y[1].isnan().any()
 
 
-def test_mixed_dtypes_promote_as_torch():
-    x = torch.randn(2, 5, 8).to(torch.bfloat16)
-    mask = torch.zeros(2, 1, 8)
+def test_mixed_dtypes_promote_as_torch(where):
+    x = torch.randn(2, 5, 8, device=device(where)).to(torch.bfloat16)
+    mask = torch.zeros(2, 1, 8, device=device(where))
     mask[1, :, 3:] = torch.finfo(torch.float32).min
     y = kernels.warp_softmax_masked(x, mask, 0.3)
     assert y.dtype == torch.float32 == (x * 0.3 + mask).dtype
-    checks.assert_close(y.double(), reference(x, mask, 0.3), "float32", False)
+    checks.assert_close(y.double().cpu(), reference(x, mask, 0.3).cpu(), "float32", False)
 
 
-def test_a_0d_mask_does_not_promote_as_in_torch():
+def test_a_0d_mask_does_not_promote_as_in_torch(where):
     """x * scale + mask keeps x's dtype for a 0-d mask: so does the operator and its in-place form."""
     for x_dtype, mask_dtype in ((torch.float16, torch.float32), (torch.float32, torch.float64)):
-        x, mask = torch.randn(2, 3).to(x_dtype), torch.tensor(0.5, dtype=mask_dtype)
+        x = torch.randn(2, 3, device=device(where)).to(x_dtype)
+        mask = torch.tensor(0.5, dtype=mask_dtype, device=device(where))
         y = kernels.warp_softmax_masked(x, mask, 2.0)
         assert y.dtype == (x * 2.0 + mask).dtype == x_dtype
-        checks.assert_close(y.double(), reference(x, mask, 2.0), name(x_dtype), False)
+        checks.assert_close(y.double().cpu(), reference(x, mask, 2.0).cpu(), name(x_dtype), False)
         assert torch.equal(kernels.warp_softmax_masked_(x, mask, 2.0), y)
 
 
-def test_any_strides_0d_and_empty():
-    base = torch.randn(6, 10, 12)
-    mask = torch.randn(12, 10)[None].transpose(1, 2)  # non-contiguous, [1, 10, 12]
+def test_any_strides_0d_and_empty(where):
+    dev = device(where)
+    base = torch.randn(6, 10, 12, device=dev)
+    mask = torch.randn(12, 10, device=dev)[None].transpose(1, 2)  # non-contiguous, [1, 10, 12]
     for x in (base.transpose(0, 2), base[:, ::2], base.permute(1, 2, 0)):
         m = mask if x.shape[-2:] == mask.shape[-2:] else None
         for dim in range(-x.dim(), x.dim()):
             y = kernels.warp_softmax_masked(x, m, 2.0, dim)
             torch.testing.assert_close(y, torch.softmax(x * 2.0 + (0 if m is None else m), dim))
             assert y.stride() == x.stride() or not x.is_contiguous()
-    torch.testing.assert_close(kernels.warp_softmax_masked(torch.tensor(3.0), torch.tensor(-1.0)),
-                               torch.tensor(1.0))
-    assert kernels.warp_softmax_masked(torch.empty(0, 4), torch.zeros(4)).shape == (0, 4)
-    assert kernels.warp_softmax_masked(torch.empty(3, 0), torch.zeros(0), 2.0).shape == (3, 0)
+    scalar = lambda v: torch.tensor(v, device=dev)  # noqa: E731
+    torch.testing.assert_close(kernels.warp_softmax_masked(scalar(3.0), scalar(-1.0)), scalar(1.0))
+    empty = lambda *shape: torch.zeros(shape, device=dev)  # noqa: E731
+    assert kernels.warp_softmax_masked(empty(0, 4), empty(4)).shape == (0, 4)
+    assert kernels.warp_softmax_masked(empty(3, 0), empty(0), 2.0).shape == (3, 0)
 
 
 def test_bad_inputs_raise_clear_errors():
@@ -201,14 +224,15 @@ def test_opcheck(mask):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=name)
-def test_in_place_form_writes_exactly_the_result_over_its_input(dtype, isa):
+def test_in_place_form_writes_exactly_the_result_over_its_input(dtype, where):
     """warp_softmax_masked_: bit for bit warp_softmax_masked's result, in x's own memory:
     written by the kernel as it reads where x is already contiguous rows, copied in for
     other layouts and dims."""
     g = torch.Generator().manual_seed(3)
     for k in (5, 300, 2049):  # the short-row tiles, one block, several blocks
-        x = (torch.randn(3, 2, 4, k, generator=g) * 4).to(dtype)
+        x = (torch.randn(3, 2, 4, k, generator=g) * 4).to(device(where, dtype), dtype)
         for mask in attention_masks(3, 2, 4, k, dtype, float("-inf")).values():
+            mask = None if mask is None else mask.to(x.device)
             flipped = None if mask is None else mask.transpose(-1, -2)
             for scores, m, dim in ((x.clone(), mask, -1),
                                    (x.transpose(-1, -2).contiguous().transpose(-1, -2), mask, -1),
