@@ -11,7 +11,6 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -103,19 +102,33 @@ float* scratch(int slot, int64_t n) {
 
 namespace {
 
+// A sysfs file's first line ("" if unreadable). C stdio, not iostreams: on the lent H200
+// machine's host (torch 2.11, the extension built by gpu_check.sh) the first masked CPU
+// call died of SIGSEGV inside istream's extraction of a long, in this function.
+std::string read_line(const std::string& path) {
+  char line[256] = "";
+  if (FILE* f = std::fopen(path.c_str(), "r")) {
+    if (!std::fgets(line, sizeof line, f)) line[0] = '\0';
+    std::fclose(f);
+  }
+  std::string text(line);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
 // The last-level cache's size and how many CPUs share it, from sysfs: glibc's
 // sysconf reported the host's 320 MiB for a VM's 32 MiB here. 0 if unknown.
 int64_t llc_share_from_sysfs() {
   int64_t best_level = 0, share = 0;
   for (int index = 0; index < 8; ++index) {
     const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
-    std::ifstream level_file(dir + "level"), size_file(dir + "size"), shared_file(dir + "shared_cpu_list");
-    int64_t level = 0, size = 0;
-    std::string unit, shared;
-    if (!(level_file >> level) || !(size_file >> size) || !(shared_file >> shared)) continue;
-    size_file.clear();
-    size_file >> unit;
-    size <<= unit == "K" ? 10 : unit == "M" ? 20 : 0;
+    const std::string level_text = read_line(dir + "level"), size_text = read_line(dir + "size"),
+                      shared = read_line(dir + "shared_cpu_list");
+    if (level_text.empty() || size_text.empty() || shared.empty()) continue;
+    const int64_t level = std::strtoll(level_text.c_str(), nullptr, 10);
+    char* unit = nullptr;
+    int64_t size = std::strtoll(size_text.c_str(), &unit, 10);  // "32768K"
+    size <<= *unit == 'K' ? 10 : *unit == 'M' ? 20 : 0;
     int64_t cpus = 0;  // "0-1,4-5": the sum of the ranges
     for (size_t pos = 0; pos < shared.size();) {
       const size_t comma = std::min(shared.find(',', pos), shared.size());
