@@ -238,9 +238,9 @@ def test_in_place_form_writes_exactly_the_result_over_its_input(dtype, where):
                                    (x.transpose(-1, -2).contiguous().transpose(-1, -2), mask, -1),
                                    (x.transpose(-1, -2).contiguous(), flipped, 2)):
                 want = kernels.warp_softmax_masked(scores, m, 0.125, dim)
-                where = scores.data_ptr()
+                address = scores.data_ptr()
                 assert kernels.warp_softmax_masked_(scores, m, 0.125, dim) is scores
-                assert scores.data_ptr() == where
+                assert scores.data_ptr() == address
                 assert torch.equal(scores.isnan(), want.isnan())
                 torch.testing.assert_close(scores.nan_to_num(), want.nan_to_num(), rtol=0, atol=0)
 
