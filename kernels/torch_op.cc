@@ -45,9 +45,15 @@ struct Rows {
   int64_t dim, rows, cols;
 };
 
-Rows as_rows(const at::Tensor& t, int64_t dim, const char* op) {
+// `dim` of `t` as a non-negative index, or op's IndexError.
+int64_t checked_dim(const at::Tensor& t, int64_t dim, const char* op) {
   const int64_t d = warp_softmax::normalize_dim(dim, t.dim());
   TORCH_CHECK_INDEX(d >= 0, warp_softmax::dim_error(op, "dim", dim, t.dim()));
+  return d;
+}
+
+Rows as_rows(const at::Tensor& t, int64_t dim, const char* op) {
+  const int64_t d = checked_dim(t, dim, op);
   const auto rows = [d](c10::MaybeOwned<at::Tensor> x) {
     const int64_t cols = x->size(-1), count = cols == 0 ? 0 : x->numel() / cols;
     return Rows{std::move(x), d, count, cols};
@@ -249,14 +255,15 @@ at::Tensor masked(const at::Tensor& self, const std::optional<at::Tensor>& mask_
   TORCH_CHECK(!in_place || x.scalar_type() == self.scalar_type(), op, ": the result's dtype ",
               x.scalar_type(), " (the input's and the mask's promoted) cannot be written over the input's ",
               self.scalar_type());
-  Rows in = as_rows(x, dim, op);
   if (!x.device().is_cpu()) {
     // The CUDA kernels take no mask: x * scale + mask in one kernel (torch's composite
     // takes two), then the softmax kernels (float64, which they lack: torch's).
+    const int64_t d = checked_dim(x, dim, op);
     const at::Tensor z = mask.defined() ? at::add(mask, x, scale_arg) : x * scale_arg;
-    at::Tensor y = z.scalar_type() == at::kDouble ? at::softmax(z, in.dim) : forward(z, in.dim, false);
+    at::Tensor y = z.scalar_type() == at::kDouble ? at::softmax(z, d) : forward(z, d, false);
     return in_place ? self.copy_(y) : y;
   }
+  Rows in = as_rows(x, dim, op);
   const bool over_self = in_place && in.data->is_same(self);
   at::Tensor y = over_self ? self : at::empty_like(*in.data);
   if (in.data->numel() == 0) return in_place ? self : restore_layout(y, x, in.dim);
