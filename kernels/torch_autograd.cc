@@ -234,7 +234,7 @@ struct RowSoftmaxBackward : torch::autograd::TraceableFunction {
 // node, as torch's generated autograd kernels record theirs.
 template <typename Run>
 at::Tensor record(Saved saved, torch::autograd::edge_list edges, Run run) {
-#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 13
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 13)
   auto node = c10::make_intrusive<RowSoftmaxBackward>();
 #else  // torch 2.12 and earlier (the lent GPU machine's 2.11) held nodes in a shared_ptr
   std::shared_ptr<RowSoftmaxBackward> node(new RowSoftmaxBackward(), torch::autograd::deleteNode);
