@@ -6,7 +6,7 @@
 # 10 minutes: each step has its own time limit).
 #
 #   bash kernels/gpu_check.sh [RESULTS.md]               # on a GPU: build, GPU tests
-#                                                        # (sweep), benchmarks
+#                                                        # (sweep), benchmarks, CPU tests
 #   bash kernels/gpu_check.sh --build-only [RESULTS.md]  # anywhere: build for sm_80 and
 #                                                        # sm_90, load, run the CPU tests
 #
@@ -137,9 +137,16 @@ for op in ("warp_softmax", "warp_softmax_backward", "warp_log_softmax", "warp_lo
         assert torch._C._dispatch_has_kernel_for_dispatch_key("kernels::" + op, key), (op, key)
 print("CPU, CUDA and their autograd kernels registered for every operator")'
 
+# The CPU kernels under this build and this host's libraries, every level. Run on the GPU
+# machine's host too: the masked kernel's first CPU call crashed there (a sysfs read through
+# iostreams) and nowhere else.
+cpu_tests() {
+  step "CPU tests with this build (torch_op_test.py, torch_masked_test.py's CPU cases)" 360 \
+    "$python" -m pytest -q -p no:cacheprovider -k "not cuda" kernels/tests/torch_op_test.py kernels/tests/torch_masked_test.py
+}
+
 if [[ "$mode" == build-only ]]; then
-  step "CPU tests with this build (kernels/tests/torch_op_test.py)" 360 \
-    "$python" -m pytest -q -p no:cacheprovider kernels/tests/torch_op_test.py
+  cpu_tests
 else
   # torch_masked_test.py's GPU cases are those its `where` fixture names cuda.
   step "GPU tests: tiers, dtypes, streams, graphs, compile, sweep 32..262144 with masked rows, the masked form" 300 \
@@ -152,6 +159,7 @@ else
   step "Benchmark against F.softmax (float32, bfloat16): CUDA graph replays, the kernels alone" 300 \
     "$python" kernels/bench.py --device cuda --cuda-graph --dtypes float32 bfloat16 --sizes "${sizes[@]}" \
       --plot "$(dirname "$out")/warp_softmax_gpu_graph.png"
+  cpu_tests
 fi
 rm -rf "$build"
 cat "$out"
