@@ -8,9 +8,10 @@
 //                  from device memory once (16-byte loads where aligned) and
 //                  written once: a copy's traffic. The max (backward: the
 //                  sum) is formed from the loaded registers as they are
-//                  cached, saving a pass over shared memory. A row over
-//                  kChunkBytes is split across a thread-block cluster (compute
-//                  capability 9.0+, up to 8 blocks): each block caches and
+//                  cached, saving a pass over shared memory. A row over a
+//                  block's chunk_bytes is split across a thread-block cluster
+//                  (compute capability 9.0+, up to 8 blocks, 16 for the
+//                  longest rows where allowed): each block caches and
 //                  reduces its chunk, and the blocks exchange their partial
 //                  (max, sum) through distributed shared memory. Small chunks
 //                  keep several blocks on each multiprocessor, so one block's
@@ -41,12 +42,23 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int kBlockThreads = 512;  // block-per-row kernels
 constexpr int kWarpsPerBlock = 4;   // warp-per-row kernels
-// The cached tier's target bytes of shared memory per block: kCachedBlocksPerSM
-// blocks of kBlockThreads (a multiprocessor's 2048 threads) fit in a Hopper's
-// 228 KiB, and in its registers at 32 a thread (__launch_bounds__).
-constexpr int64_t kChunkBytes = 48 * 1024;
-constexpr int kCachedBlocksPerSM = 4;
-constexpr int kMaxCluster = 8;  // the portable cluster size
+constexpr int kSMThreads = 2048;    // a multiprocessor's most resident threads
+// The cached tier's blocks: their threads, and their target bytes of shared
+// memory, such that kSMThreads / threads of them fit in a Hopper's 228 KiB,
+// and in its registers at 32 a thread (__launch_bounds__). A 16-bit forward
+// does twice the arithmetic a byte, and in smaller blocks more of them overlap
+// one another's loads: on an H200, bfloat16 at 4096x32768 took 1.24x a copy's
+// time in blocks of 512 threads and 48 KiB, 1.10x in blocks of 256 and 32 KiB
+// (float32 no faster that way, and slower in 1 MiB rows).
+struct CachedShape {
+  int threads;
+  int64_t chunk_bytes;
+};
+template <typename T>
+constexpr CachedShape kForwardShape = sizeof(T) == 2 ? CachedShape{256, 32 * 1024} : CachedShape{512, 48 * 1024};
+constexpr CachedShape kBackwardShape{512, 48 * 1024};
+constexpr int kMaxCluster = 8;    // the portable cluster size
+constexpr int kWideCluster = 16;  // Hopper's largest, with the kernel's consent (launch_cached)
 
 // The kernels' 16-bit types are layout-compatible with CUDA's.
 template <typename T>
@@ -86,8 +98,17 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// max that lets NaN through (fmaxf drops it), so a NaN row gives NaN as on the CPU.
-__device__ __forceinline__ float nan_max(float a, float b) { return (a != a || a > b) ? a : b; }
+// max that lets NaN through (fmaxf drops it), so a NaN row gives NaN as on the CPU:
+// one instruction from compute capability 8.0.
+__device__ __forceinline__ float nan_max(float a, float b) {
+#if __CUDA_ARCH__ >= 800
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return (a != a || a > b) ? a : b;
+#endif
+}
 
 // Block-wide reductions through shared memory (blockDim.x a multiple of 32).
 template <bool kIsMax>
@@ -200,7 +221,7 @@ __global__ void warp_forward(const T* __restrict__ x, T* __restrict__ y, int64_t
     const bool in_row = pack_column<kVec>(j, lane) < cols;
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
-      const float e = in_row ? __expf(v[j * kVec + k] - m) : 0.0f;
+      const float e = in_row ? online::exp_fast(v[j * kVec + k] - m) : 0.0f;
       if (!kLog) v[j * kVec + k] = e;
       s += e;
     }
@@ -252,7 +273,7 @@ __global__ void warp_backward(const T* __restrict__ dy, const T* __restrict__ y,
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
       const int i = j * kVec + k;
-      g[i] = kLog ? g[i] - __expf(o[i]) * acc : o[i] * (g[i] - acc);
+      g[i] = kLog ? g[i] - online::exp_fast(o[i]) * acc : o[i] * (g[i] - acc);
     }
     store_floats<T, kVec>(dx + base + c, g + j * kVec);
   }
@@ -346,11 +367,15 @@ __device__ __forceinline__ void load_chunk(T* const (&dst)[kArrays], const T* co
         uint4 pack[kArrays];
 #pragma unroll
         for (int a = 0; a < kArrays; ++a) reinterpret_cast<uint4*>(dst[a])[i] = pack[a] = v[a][u];
+        if constexpr (std::is_invocable_v<Visit, const uint4 (&)[kArrays]>) {
+          visit(pack);  // a visitor that takes the packs whole
+        } else {
 #pragma unroll
-        for (int k = 0; k < kPack<T>; ++k) {
-          float values[kArrays];
-          unpack<T>(pack, k, values);
-          visit(values);
+          for (int k = 0; k < kPack<T>; ++k) {
+            float values[kArrays];
+            unpack<T>(pack, k, values);
+            visit(values);
+          }
         }
       }
     }
@@ -422,8 +447,32 @@ __device__ __forceinline__ Chunk chunk_of_block(int64_t cols, int chunk) {
   return {row * cols + begin, len, blocks};
 }
 
+// The max of a chunk as load_chunk reads it: 16-bit values two at a time (an
+// exact, NaN-keeping max of the pair type), float32 values one at a time.
+template <typename T>
+struct ChunkMax {
+  float m = -INFINITY;
+  __device__ void operator()(const float (&v)[1]) { m = nan_max(v[0], m); }
+  __device__ float value() const { return m; }
+};
+template <typename T, typename T2>
+struct PairMax {
+  T2 pair{from_float<T>(-INFINITY), from_float<T>(-INFINITY)};
+  float m = -INFINITY;  // load_chunk's unaligned path
+  __device__ void operator()(const uint4 (&p)[1]) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) pair = __hmax2_nan(pair, reinterpret_cast<const T2*>(&p[0])[k]);
+  }
+  __device__ void operator()(const float (&v)[1]) { m = nan_max(v[0], m); }
+  __device__ float value() const { return nan_max(nan_max(to_float(pair.x), to_float(pair.y)), m); }
+};
+template <>
+struct ChunkMax<__half> : PairMax<__half, __half2> {};
+template <>
+struct ChunkMax<__nv_bfloat16> : PairMax<__nv_bfloat16, __nv_bfloat162> {};
+
 template <typename T, bool kLog, bool kVector, bool kCluster>
-__global__ void __launch_bounds__(kBlockThreads, kCachedBlocksPerSM) cached_forward(const T* __restrict__ x, T* __restrict__ y,
+__global__ void __launch_bounds__(kForwardShape<T>.threads, kSMThreads / kForwardShape<T>.threads) cached_forward(const T* __restrict__ x, T* __restrict__ y,
                                                                 int64_t cols, int chunk) {
   extern __shared__ __align__(16) unsigned char shared_raw[];
   __shared__ float reduce[kWarp];
@@ -434,12 +483,12 @@ __global__ void __launch_bounds__(kBlockThreads, kCachedBlocksPerSM) cached_forw
   // The max as the row is loaded (cheap enough not to hold back the loads in
   // flight; an exp a value there made the bfloat16 forward 1.4x slower on an
   // H200), then the sum over shared memory.
-  float m = -INFINITY;
-  load_chunk<T, 1, kVector>(cache, src, c.len, [&](const float (&v)[1]) { m = nan_max(v[0], m); });
-  m = block_reduce<true>(m, reduce);
+  ChunkMax<T> chunk_max;
+  load_chunk<T, 1, kVector>(cache, src, c.len, chunk_max);
+  float m = block_reduce<true>(chunk_max.value(), reduce);
   const float shift = online::shift(m);
   float s = 0.0f;
-  map_cached<T, 1, kVector>(cache, c.len, [&](const float (&v)[1]) { s += __expf(v[0] - shift); });
+  map_cached<T, 1, kVector>(cache, c.len, [&](const float (&v)[1]) { s += online::exp_fast(v[0] - shift); });
   s = block_reduce<false>(s, reduce);
   if constexpr (kCluster) {
     const float2 row = cluster_combine(make_float2(m, s), &partial, c.blocks, make_float2(-INFINITY, 0.0f),
@@ -453,12 +502,12 @@ __global__ void __launch_bounds__(kBlockThreads, kCachedBlocksPerSM) cached_forw
   // An all -inf row: m = -inf, s = 0, and the outputs are NaN, as torch's.
   const float log_s = kLog ? __logf(s) : 0.0f, inv = 1.0f / s;
   map_cached<T, 1, kVector>(cache, c.len, [=](const float (&v)[1]) {
-    return kLog ? (v[0] - m) - log_s : __expf(v[0] - m) * inv;
+    return kLog ? (v[0] - m) - log_s : online::exp_fast(v[0] - m) * inv;
   }, y + c.offset);
 }
 
 template <typename T, bool kLog, bool kVector, bool kCluster>
-__global__ void __launch_bounds__(kBlockThreads, kCachedBlocksPerSM) cached_backward(const T* __restrict__ dy, const T* __restrict__ y,
+__global__ void __launch_bounds__(kBackwardShape.threads, kSMThreads / kBackwardShape.threads) cached_backward(const T* __restrict__ dy, const T* __restrict__ y,
                                                                  T* __restrict__ dx, int64_t cols, int chunk) {
   extern __shared__ __align__(16) unsigned char shared_raw[];
   __shared__ float reduce[kWarp];
@@ -474,7 +523,7 @@ __global__ void __launch_bounds__(kBlockThreads, kCachedBlocksPerSM) cached_back
     acc = cluster_combine(acc, &partial, c.blocks, 0.0f, [](float a, float b) { return a + b; });
   }
   map_cached<T, 2, kVector>(cache, c.len, [=](const float (&v)[2]) {
-    return kLog ? v[0] - __expf(v[1]) * acc : v[1] * (v[0] - acc);
+    return kLog ? v[0] - online::exp_fast(v[1]) * acc : v[1] * (v[0] - acc);
   }, dx + c.offset);
 }
 
@@ -492,7 +541,7 @@ __global__ void block_online_forward(const T* __restrict__ x, T* __restrict__ y,
   T* yr = y + static_cast<int64_t>(blockIdx.x) * cols;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     const float v = to_float(xr[c]) - m;
-    yr[c] = from_float<T>(kLog ? v - log_s : __expf(v) * inv);
+    yr[c] = from_float<T>(kLog ? v - log_s : online::exp_fast(v) * inv);
   }
 }
 
@@ -509,7 +558,7 @@ __global__ void block_backward(const T* __restrict__ dy, const T* __restrict__ y
   acc = block_reduce<false>(acc, reduce);
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     const float g = to_float(dy[base + c]), o = to_float(y[base + c]);
-    dx[base + c] = from_float<T>(kLog ? g - __expf(o) * acc : o * (g - acc));
+    dx[base + c] = from_float<T>(kLog ? g - online::exp_fast(o) * acc : o * (g - acc));
   }
 }
 
@@ -547,6 +596,7 @@ dim3 warp_grid(int64_t rows) { return dim3(static_cast<unsigned>((rows + kWarpsP
 // than one) of `chunk` elements each, `smem` bytes of shared memory a block.
 struct CachedPlan {
   int blocks = 0;  // 0: rows this long do not fit on chip
+  int threads = 0;
   int chunk = 0;
   size_t smem = 0;
   int smem_limit = 0;  // the most dynamic shared memory a cached kernel may ask for here
@@ -556,12 +606,44 @@ struct CachedPlan {
 // from the device's limit.
 constexpr int kStaticSmem = 1024;
 
+// Whether `kernel` (a kCluster kernel of `threads` a block) can run clusters
+// of `blocks` blocks with `smem` bytes each on this device.
+bool clusters_fit(const void* kernel, int blocks, int threads, size_t smem, int smem_limit) {
+  if (blocks > kMaxCluster &&
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+    return false;
+  }
+  if (smem + kStaticSmem > 48 * 1024 &&
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_limit) != cudaSuccess) {
+    return false;
+  }
+  cudaLaunchAttribute cluster[1];
+  cluster[0].id = cudaLaunchAttributeClusterDimension;
+  cluster[0].val.clusterDim = {static_cast<unsigned>(blocks), 1, 1};
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(blocks));
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.dynamicSmemBytes = smem;
+  config.attrs = cluster;
+  config.numAttrs = 1;
+  int clusters = 0;
+  const bool fit = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess && clusters > 0;
+  cudaGetLastError();  // a refusal here is an answer, not the caller's error
+  return fit;
+}
+
 // For rows of `cols` elements with `arrays` of them cached a block (x; or dy
-// and y) in elements of `elem` bytes. Clusters need compute capability 9.0
-// and code compiled for it: a build for sm_80 alone runs on a Hopper through
-// the driver's JIT of its compute_80 PTX, where `cluster_kernel` (any kCluster
-// instantiation) would trap.
-CachedPlan plan_cached(int64_t rows, int64_t cols, int arrays, int elem, const void* cluster_kernel) {
+// and y) in elements of `elem` bytes, in blocks of `shape`. A row takes
+// enough blocks to hold shape.chunk_bytes each, up to the portable cluster
+// of 8; where 8 would each hold more than twice that, too few fit on a
+// multiprocessor to keep its loads in flight (one block of 128 KiB: the
+// float32 backward at 131072 columns took 2.3x a copy's time on an H200, 1.8x
+// in 16 blocks of 64 KiB), so such rows take up to 16 where the device allows.
+// Clusters need compute capability 9.0 and code compiled for it: a build for
+// sm_80 alone runs on a Hopper through the driver's JIT of its compute_80
+// PTX, where `cluster_kernel` (any kCluster instantiation) would trap.
+CachedPlan plan_cached(int64_t rows, int64_t cols, int arrays, int elem, CachedShape shape,
+                       const void* cluster_kernel) {
   int device = 0, major = 0, optin = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
@@ -569,18 +651,27 @@ CachedPlan plan_cached(int64_t rows, int64_t cols, int arrays, int elem, const v
     return {};
   }
   const int64_t bytes = cols * arrays * elem;
-  int64_t blocks = (bytes + kChunkBytes - 1) / kChunkBytes;
+  const int pack = 16 / elem;  // chunks start 16-byte aligned
+  auto chunk_of = [&](int64_t blocks) { return ((cols + blocks - 1) / blocks + pack - 1) / pack * pack; };
+  int64_t blocks = (bytes + shape.chunk_bytes - 1) / shape.chunk_bytes;
   cudaFuncAttributes compiled;
   if (blocks > 1 && !(major >= 9 && cudaFuncGetAttributes(&compiled, cluster_kernel) == cudaSuccess &&
                       compiled.ptxVersion >= 90)) {
     blocks = 1;
   }
-  blocks = std::min<int64_t>(blocks, kMaxCluster);
-  const int pack = 16 / elem;  // chunks start 16-byte aligned
-  const int64_t chunk = ((cols + blocks - 1) / blocks + pack - 1) / pack * pack;
+  if (blocks > kMaxCluster) {
+    const int64_t wide = std::min<int64_t>(blocks, kWideCluster);
+    const int64_t wide_smem = chunk_of(wide) * arrays * elem;
+    blocks = bytes > kMaxCluster * 2 * shape.chunk_bytes &&
+                     clusters_fit(cluster_kernel, static_cast<int>(wide), shape.threads, wide_smem, optin - kStaticSmem)
+                 ? wide
+                 : kMaxCluster;
+  }
+  const int64_t chunk = chunk_of(blocks);
   const int64_t smem = chunk * arrays * elem;
   if (smem + kStaticSmem > optin || rows * blocks > 0x7fffffff) return {};
-  return {static_cast<int>(blocks), static_cast<int>(chunk), static_cast<size_t>(smem), optin - kStaticSmem};
+  return {static_cast<int>(blocks), shape.threads, static_cast<int>(chunk), static_cast<size_t>(smem),
+          optin - kStaticSmem};
 }
 
 // Launches a cached-tier kernel over `rows` rows as `plan` says.
@@ -594,6 +685,10 @@ cudaError_t launch_cached(void (*kernel)(Params...), const CachedPlan& plan, int
     const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, plan.smem_limit);
     if (err != cudaSuccess) return err;
   }
+  if (plan.blocks > kMaxCluster) {
+    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (err != cudaSuccess) return err;
+  }
   cudaLaunchAttribute cluster[1];
   cluster[0].id = cudaLaunchAttributeClusterDimension;
   cluster[0].val.clusterDim.x = static_cast<unsigned>(plan.blocks);
@@ -601,7 +696,7 @@ cudaError_t launch_cached(void (*kernel)(Params...), const CachedPlan& plan, int
   cluster[0].val.clusterDim.z = 1;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(rows * plan.blocks));
-  config.blockDim = dim3(kBlockThreads);
+  config.blockDim = dim3(static_cast<unsigned>(plan.threads));
   config.dynamicSmemBytes = plan.smem;
   config.stream = stream;
   config.attrs = cluster;
@@ -638,7 +733,7 @@ cudaError_t forward_device(const T* x, T* y, int64_t rows, int64_t cols, bool lo
   if (rows == 0 || cols == 0) return cudaSuccess;
   if (cols > 1024 && rows > 0x7fffffff) return cudaErrorInvalidValue;  // one block per row
   const CachedPlan plan =
-      cols > 1024 ? plan_cached(rows, cols, 1, sizeof(T),
+      cols > 1024 ? plan_cached(rows, cols, 1, sizeof(T), kForwardShape<T>,
                                 reinterpret_cast<const void*>(cached_forward<T, false, false, true>))
                   : CachedPlan{};
   return dispatch(log, cols, [&](auto kLog, auto kPerLane) -> cudaError_t {
@@ -668,7 +763,7 @@ cudaError_t backward_device(const T* dy, const T* y, T* dx, int64_t rows, int64_
   if (rows == 0 || cols == 0) return cudaSuccess;
   if (cols > 1024 && rows > 0x7fffffff) return cudaErrorInvalidValue;
   const CachedPlan plan =
-      cols > 1024 ? plan_cached(rows, cols, 2, sizeof(T),
+      cols > 1024 ? plan_cached(rows, cols, 2, sizeof(T), kBackwardShape,
                                 reinterpret_cast<const void*>(cached_backward<T, false, false, true>))
                   : CachedPlan{};
   return dispatch(log, cols, [&](auto kLog, auto kPerLane) -> cudaError_t {
