@@ -49,8 +49,10 @@ if [[ "$mode" == build-only ]]; then
 fi
 
 failed=0
+status=0  # the last step's exit status
 step() {  # step TITLE SECONDS COMMAND...: runs it under a time limit, its output in a block
-  local title="$1" limit="$2" status=0
+  local title="$1" limit="$2"
+  status=0
   shift 2
   echo "step: $title" >&2
   {
@@ -141,17 +143,31 @@ print("CPU, CUDA and their autograd kernels registered for every operator")'
 # machine's host too: the masked kernel's first CPU call crashed there (a sysfs read through
 # iostreams) and nowhere else.
 cpu_tests() {
-  step "CPU tests with this build (torch_op_test.py, torch_masked_test.py's CPU cases)" 360 \
-    "$python" -m pytest -q -p no:cacheprovider -k "not cuda" kernels/tests/torch_op_test.py kernels/tests/torch_masked_test.py
+  pytest_step "CPU tests with this build (torch_op_test.py, torch_masked_test.py's CPU cases)" 360 \
+    -k "not cuda" kernels/tests/torch_op_test.py kernels/tests/torch_masked_test.py
+}
+
+# pytest_step TITLE SECONDS PYTEST-ARGS...: a test step. Where a signal killed the tests (a
+# crash; not the time limit's), they run again to their first failure under a debugger, so the
+# crash's native stack is in the results too: faulthandler shows only Python's, and the GPU
+# machine is lent for minutes.
+pytest_step() {
+  local title="$1" limit="$2" debugger
+  shift 2
+  step "$title" "$limit" "$python" -m pytest -q -p no:cacheprovider "$@"
+  if (( status > 128 && status != 137 )) && debugger="$(command -v cuda-gdb || command -v gdb)"; then
+    step "Native stack of the crash above ($(basename "$debugger"))" 300 "$debugger" -q -batch \
+      -ex "set pagination off" -ex run -ex "bt 30" \
+      --args "$("$python" -c 'import sys; print(sys.executable)')" -m pytest -x -q -p no:cacheprovider "$@"
+  fi
 }
 
 if [[ "$mode" == build-only ]]; then
   cpu_tests
 else
   # torch_masked_test.py's GPU cases are those its `where` fixture names cuda.
-  step "GPU tests: tiers, dtypes, streams, graphs, compile, sweep 32..262144 with masked rows, the masked form" 300 \
-    "$python" -m pytest -q -p no:cacheprovider -rs --tb=short -k "not cuda_build_torch and (gpu or cuda)" \
-      kernels/tests/torch_op_gpu_test.py kernels/tests/torch_masked_test.py
+  pytest_step "GPU tests: tiers, dtypes, streams, graphs, compile, sweep 32..262144 with masked rows, the masked form" 300 \
+    -rs --tb=short -k "not cuda_build_torch and (gpu or cuda)" kernels/tests/torch_op_gpu_test.py kernels/tests/torch_masked_test.py
   sizes=(4096x1024 1024x4096 4096x32768 256x32768 64x131072 16384x131072)
   step "Benchmark against F.softmax (float32, bfloat16): eager calls, as a Python program sees them" 300 \
     "$python" kernels/bench.py --device cuda --dtypes float32 bfloat16 --sizes "${sizes[@]}" \
