@@ -6,9 +6,11 @@
 # 10 minutes: each step has its own time limit).
 #
 #   bash kernels/gpu_check.sh [RESULTS.md]               # on a GPU: build, GPU tests
-#                                                        # (sweep), benchmarks, CPU tests
+#                                                        # (sweep), benchmarks (the kernels
+#                                                        # alone, then through torch), CPU tests
 #   bash kernels/gpu_check.sh --build-only [RESULTS.md]  # anywhere: build for sm_80 and
-#                                                        # sm_90, load, run the CPU tests
+#                                                        # sm_90 (the kernel bench too),
+#                                                        # load, run the CPU tests
 #
 # RESULTS.md defaults to kernels/BENCHMARKS.gpu.md, and the steps' whole output
 # goes to RESULTS.log beside it. PYTHON picks the interpreter (default python3;
@@ -21,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mode=full
 if [[ "${1:-}" == --build-only ]]; then mode=build-only; shift; fi
-if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then sed -n '2,19p' "$0"; exit 0; fi
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then sed -n '2,21p' "$0"; exit 0; fi
 out="${1:-kernels/BENCHMARKS.gpu.md}"
 log="${out%.md}.log"  # every step's whole output; the Markdown keeps each one's last 40 lines
 python="${PYTHON:-python3}"
@@ -162,12 +164,26 @@ pytest_step() {
   fi
 }
 
+# kernels/cuda_kernel_bench.cu: the kernels alone, timed against a device copy (no torch).
+# build-only compiles it for Hopper, whose cluster code it runs; a GPU run, for its own GPU.
+# NVIDIA's wheels keep the static runtime in lib/, a toolkit in lib64/.
+kernel_bench() {
+  step "The kernels alone against a device copy (cuda_kernel_bench.cu, no torch)" 180 bash -c '
+    set -e
+    "$CUDA_HOME/bin/nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -arch="$1" -I. -L"$CUDA_HOME/lib" \
+      kernels/cuda_kernel_bench.cu kernels/softmax_cuda.cu -o "$WARP_SOFTMAX_BUILD/kernel_bench"
+    if [[ "$1" == native ]]; then "$WARP_SOFTMAX_BUILD/kernel_bench"; else echo "built (no GPU to run it on)"; fi' \
+    kernel_bench "$@"
+}
+
 if [[ "$mode" == build-only ]]; then
+  kernel_bench sm_90a
   cpu_tests
 else
   # torch_masked_test.py's GPU cases are those its `where` fixture names cuda.
   pytest_step "GPU tests: tiers, dtypes, streams, graphs, compile, sweep 32..262144 with masked rows, the masked form" 300 \
     -rs --tb=short -k "not cuda_build_torch and (gpu or cuda)" kernels/tests/torch_op_gpu_test.py kernels/tests/torch_masked_test.py
+  kernel_bench native
   sizes=(4096x1024 1024x4096 4096x32768 256x32768 64x131072 16384x131072)
   step "Benchmark against F.softmax (float32, bfloat16): eager calls, as a Python program sees them" 300 \
     "$python" kernels/bench.py --device cuda --dtypes float32 bfloat16 --sizes "${sizes[@]}" \
