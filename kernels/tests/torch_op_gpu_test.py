@@ -33,7 +33,8 @@ def test_cuda_build_torch_is_built_with_the_toolkits_cuda():
 
 
 # Row lengths that reach each tier: warp per row, the row cached in one block, in a
-# cluster of 3 and of 8 blocks, online block (float32; 16-bit rows split in fewer blocks).
+# cluster of 3 and of 8 blocks (16 for the float32 backward at 131072), online block
+# (float32; 16-bit rows split differently).
 # 6144 and 12288 float32 columns fill exactly 48 KiB of shared memory (backward's two rows,
 # forward's one), where the kernels' own static shared memory tips them past the default limit.
 SIZES = [(4096, 7), (1024, 1000), (16, 6144), (8, 12288), (64, 4096), (32, 32768), (4, 131072),
