@@ -12,9 +12,10 @@ becomes StableHLO ops by its row in EMIT (emit_ops.py); tensors and arrays among
 the arguments are the program's inputs, anything else it did not compute is a
 constant. jit(f) traces f once per argument signature, compiles the text with
 XLA's CPU backend through jax's backend API (jax==0.10.2, pinned: the API is
-not public), and runs it; its outputs are plain tensors (not differentiable) over
-read-only arrays, and passed back in (a training loop's parameters) they stay on
-the device (load).
+not public), and runs it through jax's C++ dispatch (load); its outputs are plain
+tensors (not differentiable) over XLA's device buffers, read into read-only arrays
+when first read, and passed back in (a training loop's parameters) they stay on
+the device.
 """
 
 import numpy as np
@@ -23,7 +24,7 @@ from minigrad import autograd
 from minigrad.emit_ops import EMIT, Emitter
 from minigrad.functional import check_target
 from minigrad.levels import Level, Suspend, flatten, unflatten
-from minigrad.tensor import Tensor
+from minigrad.tensor import Tensor, on_device, unread_buffer
 
 __all__ = ["export", "jit"]
 
@@ -125,18 +126,22 @@ def _cpu_client():
 
 def load(text, in_types, out_types):
     """StableHLO text compiled by XLA's CPU backend: a function of arrays with the given
-    (shape, dtype) inputs, returning the outputs as read-only arrays. Its `execute` attribute
-    takes a list of arrays already known to be of those types, and skips checking them.
+    (shape, dtype) inputs, returning the outputs as read-only arrays. Its `on_device`
+    attribute takes arrays or XLA buffers (of minigrad's client) and returns the outputs as
+    XLA buffers; arrays of other shapes or dtypes raise _OtherTypes.
 
-    Each call takes the cheapest path jax 0.10.2 has (jax.device_put and
-    LoadedExecutable.execute's Python layers cost more than a small step): one
-    batched_device_put per input, execute_sharded, result handlers made once, and
-    outputs read as zero-copy views of their device buffers. An array returned by the
-    previous call is passed back as the buffer it views, with no transfer, so a training
-    loop that feeds its parameters back keeps them on the device.
+    A call goes through jax's C++ dispatch (the one jax.jit's calls take once compiled): the
+    first call of each kind of arguments (arrays or buffers) runs the program from Python and
+    hands the C++ path what it needs (`pxla.MeshExecutableFastpathData`: minigrad's executable,
+    its shardings and output types); later ones check, transfer, execute and wrap the results
+    in C++. The digits MLP's step program at batch 64, its parameters fed back as buffers,
+    took 62 us a call that way against 77 us through the Python path it replaced
+    (batched_device_put, execute_sharded, result handlers, outputs viewed as arrays; Intel
+    Xeon family 6 model 167, one process, 15 interleaved rounds).
     """
     import jax
-    from jax._src import core  # ShapedArray: the abstract value batched_device_put takes
+    from jax._src import core, tree_util  # ShapedArray: the abstract value batched_device_put takes
+    from jax._src.interpreters import pxla
     from jax._src.lib import _jax
     from jax.extend import backend
     from jax.sharding import SingleDeviceSharding
@@ -153,93 +158,141 @@ def load(text, in_types, out_types):
     sharding, devices = SingleDeviceSharding(device), [device]
     avals = [core.ShapedArray(s, d) for s, d in in_types]
     out_types = [(tuple(s), np.dtype(d)) for s, d in out_types]
-    handlers = [_jax.array_result_handler(core.ShapedArray(s, d), sharding, committed=True,
-                                          _skip_checks=True) for s, d in out_types]
+    out_avals = [core.ShapedArray(s, d) for s, d in out_types]
+    handlers = [_jax.array_result_handler(a, sharding, committed=True, _skip_checks=True)
+                for a in out_avals]
     put, copy = _jax.batched_device_put, _jax.HostBufferSemantics.IMMUTABLE_ONLY_DURING_CALL
-    # id(array returned by the last call) -> (that array, its device buffer). The arrays are
-    # read-only views of immutable buffers: their value is always the buffer's.
-    resident = {}
+    fastpath = []
 
-    def execute(arrays):
-        """The program on `arrays`, taken to be of in_types (jit's signature has checked them)."""
-        buffers = []
-        for a, aval in zip(arrays, avals):
-            entry = resident.get(id(a))
-            buffers.append(entry[1] if entry is not None and entry[0] is a else
-                           put(aval, sharding, [np.asarray(a, order="C")], devices, True, False,
-                               copy))
+    def first_call(*arrays):
+        """The C++ path's cache miss: the program run from Python, and what the C++ path
+        needs to run it for arguments like these (buffers of minigrad's client, or arrays).
+        Arrays of other shapes or dtypes than the program takes raise _OtherTypes."""
+        if [(a.shape, np.dtype(a.dtype)) for a in arrays] != in_types:
+            raise _OtherTypes
+        buffers = [a if a.__class__ is _jax.ArrayImpl else
+                   put(aval, sharding, [np.asarray(a, order="C")], devices, True, False, copy)
+                   for a, aval in zip(arrays, avals)]
         results = executable.execute_sharded(buffers).consume_with_handlers(handlers)
-        resident.clear()
-        outs = []
-        for r, (shape, dtype) in zip(results, out_types):
-            # Through the buffer protocol: a read-only view, cheaper than np.asarray's layers.
-            o = np.asarray(memoryview(r))
-            if o.shape != shape or o.dtype != dtype:  # the handlers skip this check
+        if not fastpath:
+            # The handlers skip this check (once is enough: the program's outputs do not change).
+            if [(memoryview(r).shape, np.dtype(r.dtype)) for r in results] != out_types:
                 raise TypeError("hlo: the program returns %s, not %s" % (
-                    [(np.shape(r), r.dtype) for r in results], out_types))
-            resident[id(o)] = (o, r)
-            outs.append(o)
-        return outs
+                    [(memoryview(r).shape, r.dtype) for r in results], out_types))
+            n, m = len(arrays), len(results)
+            fastpath.append(pxla.MeshExecutableFastpathData(
+                executable, tree_util.dispatch_registry.flatten(tuple(results), None)[1],
+                [sharding] * n, [sharding] * m, out_avals, [True] * m, [True] * n, [None] * n, []))
+        return tuple(results), fastpath[0], False  # (False: no profile-guided recompile)
+
+    # The cache holds an entry per mix of arrays and buffers among the arguments (a training
+    # loop uses one or two); an entry it drops is made again by first_call.
+    on_device = _jax.pjit("minigrad", first_call, first_call, [], [], pxla.JitGlobalCppCacheKeys(),
+                          tree_util.dispatch_registry, pxla.cc_shard_arg,
+                          _jax.PjitFunctionCache(capacity=8))
 
     def run(*arrays):
-        # XLA's execute checks only the count and byte sizes of its arguments: check the rest.
+        # The error on_device would give is the bare _OtherTypes: say what was expected.
         arrays = [np.asarray(a) for a in arrays]
         if [(a.shape, a.dtype) for a in arrays] != in_types:
             raise TypeError("hlo: the program takes %s, got %s" % (
                 in_types, [(a.shape, a.dtype) for a in arrays]))
-        return execute(arrays)
-    run.execute = execute
+        # Through the buffer protocol: a read-only view, cheaper than np.asarray's layers.
+        return [np.asarray(memoryview(r)) for r in on_device(*arrays)]
+    run.on_device = on_device
     return run
 
 
 class _Compiled:
     def __init__(self, f, args):
         inputs, nodes, outs, self.out_spec = _trace(f, args, grad=False)
-        self.text, self.target_checks = _module(inputs, nodes, outs)
-        self.execute = load(self.text, [(t.data.shape, t.data.dtype) for t in inputs],
-                            [(o.data.shape, o.data.dtype) for o in outs]).execute
+        self.text, target_checks = _module(inputs, nodes, outs)
+        # The signature fixes each target's shape and dtype, and eager's check passed them at
+        # the trace: a call checks the values alone, in one reduction of the target read as
+        # unsigned (negative values are huge): 1.5-2 us less than the whole check in a jit
+        # call of the digits MLP's step (timeit, Intel Xeon family 6 model 167).
+        self.target_bounds = [(k, shape, np.dtype("u%d" % inputs[k].data.dtype.itemsize))
+                              for k, shape in target_checks.items() if shape[0]]
+        self.on_device = load(self.text, [(t.data.shape, t.data.dtype) for t in inputs],
+                              [(o.data.shape, o.data.dtype) for o in outs]).on_device
 
     def __call__(self, arrays):
-        for k, shape in self.target_checks.items():
-            check_target(shape, arrays[k])
-        return unflatten(self.out_spec, [Tensor._wrap(r) for r in self.execute(arrays)])
+        """The program's outputs as tensors; _OtherTypes (before running it) for arrays of
+        other shapes or dtypes than it takes."""
+        results = self.on_device(*arrays)
+        # Checked after the run, when the arrays are known to be of the program's types (the
+        # run has no effect but its outputs, dropped if this raises).
+        for k, shape, unsigned in self.target_bounds:
+            target = arrays[k]
+            if target.__class__ is not np.ndarray:  # a jit output's buffer
+                target = np.asarray(memoryview(target))
+            if _max(target.view(unsigned)) >= shape[1]:
+                check_target(shape, target)  # eager's error
+        return unflatten(self.out_spec, [on_device(r) for r in results])
 
 
-def _signature(tree, arrays, key):
-    """Appends tree's arrays (a Tensor's data), in flatten's order, to `arrays`, and to `key`
-    what selects a compiled program: each container's type and length (or keys), each array's
-    shape and dtype, each other leaf's repr. One pass that builds no pytree spec: with load's
-    one loop over inputs and one over outputs, the digits MLP's jit step at batch 64 took
-    4.7-6.8% less time (AMD EPYC Zen 3, old and new interleaved in one process)."""
-    if isinstance(tree, (np.ndarray, Tensor)):
-        array = tree.data if isinstance(tree, Tensor) else tree
+class _OtherTypes(Exception):
+    """Arrays of other shapes or dtypes than a compiled program takes."""
+
+
+_max = np.maximum.reduce  # (ndarray.max goes through a Python frame)
+
+
+def _structure(tree, arrays, key):
+    """Appends tree's arrays (a Tensor's data, or a jit output's device buffer), in flatten's
+    order, to `arrays`, and to `key` its structure: each container's type and length (or
+    keys), each other leaf's repr. With the arrays' shapes and dtypes, it selects a compiled
+    program."""
+    if isinstance(tree, Tensor):
+        # A jit output passes its device buffer (no transfer): unread, or read on the host
+        # while its data is still the buffer's view.
+        array = unread_buffer(tree)
+        if array is None:
+            array = tree.data
+            view = getattr(tree, "_buffer", None)
+            if view is not None and array.base is view:
+                array = view.obj
         arrays.append(array)
-        key.append((array.shape, array.dtype.str))
+    elif isinstance(tree, np.ndarray):
+        arrays.append(tree)
     elif isinstance(tree, (list, tuple)):
         key.append((type(tree), len(tree)))
         for t in tree:
-            _signature(t, arrays, key)
+            _structure(t, arrays, key)
     elif isinstance(tree, dict):
         key.append((dict, tuple(tree)))
         for k in tree:
-            _signature(tree[k], arrays, key)
+            _structure(tree[k], arrays, key)
     else:
         key.append(repr(tree))
 
 
 def jit(f):
     """f compiled by XLA: traced and compiled once per signature (the structure of its
-    arguments' containers, the shapes and dtypes of its arrays, the values of its other
-    arguments), then run by XLA on each call."""
-    cache = {}
+    arguments' containers, the values of its other arguments, the shapes and dtypes of its
+    arrays), then run by XLA on each call."""
+    cache = {}  # signature -> _Compiled
+    # structure -> the program its last call ran. A call first tries that program, whose C++
+    # dispatch checks the arrays' shapes and dtypes anyway (in its cache lookup), and takes
+    # the whole signature only if they differ: building it in Python cost 1.9 us of the
+    # digits MLP's 74 us jit step (Intel Xeon family 6 model 167, 15 interleaved rounds).
+    last = {}
 
     def run(*args):
         arrays, key = [], []
-        _signature(args, arrays, key)
+        _structure(args, arrays, key)
         key = tuple(key)
-        compiled = cache.get(key)
+        compiled = last.get(key)
+        if compiled is not None:
+            try:
+                return compiled(arrays)
+            except _OtherTypes:
+                pass
+        signature = key + tuple((a.shape, np.dtype(a.dtype)) for a in arrays)
+        compiled = cache.get(signature)
         if compiled is None:
-            compiled = cache[key] = _Compiled(f, args)
+            compiled = cache[signature] = _Compiled(f, args)
+        last[key] = compiled
         return compiled(arrays)
     run.compiled = cache
     return run

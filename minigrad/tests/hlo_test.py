@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import minigrad
-from minigrad import func, hlo
+from minigrad import func, hlo, tensor
 from minigrad import functional as F
 from minigrad.tests.op_table import CASES
 from minigrad.tests.torch_compare import MinigradLib
@@ -70,6 +70,11 @@ def test_jit_is_compiled_once_per_signature_and_reruns_on_new_data():
     assert len(calls) == 1
     j(np.ones((4, 3)))  # a new shape: traced again
     assert len(calls) == 2 and len(j.compiled) == 2
+    # Back to the first shape, then a new dtype (the last program tried first, then the right one)
+    np.testing.assert_allclose(j(a).data, (a * a).sum(0))
+    assert j(a.astype(np.float32)).dtype == np.float32 and len(j.compiled) == 3
+    np.testing.assert_allclose(j(np.ones((4, 3))).data, [4.0, 4.0, 4.0])
+    assert len(calls) == 3
 
 
 def test_jit_traces_again_for_another_container_of_the_same_arrays():
@@ -108,19 +113,91 @@ def test_jit_refuses_class_indices_out_of_range_as_eager_does():
 
 
 def test_jit_outputs_fed_back_stay_on_the_device_and_inputs_changed_in_place_are_seen():
-    """The dispatch fast path (hlo.load): an output passed back in is used as its device
-    buffer, without a transfer; every other array is copied in on each call."""
+    """The dispatch fast path: an output tensor passed back in is used as its device buffer,
+    without a transfer, until its data is replaced; every array is copied in on each call."""
     j = hlo.jit(lambda x: x * 2 + 1)
     a = np.arange(6.0).reshape(2, 3)
-    out = j(a).data
+    t = j(a)
+    buffer = tensor.unread_buffer(t)
+    assert buffer is not None  # not read on the host
+    arrays, key = [], []
+    hlo._structure((t,), arrays, key)
+    assert arrays[0] is buffer  # the buffer itself: no transfer
+    assert tensor.unread_buffer(t) is buffer  # and still unread
+    np.testing.assert_allclose(j(t).data, (a * 2 + 1) * 2 + 1)  # fed back
+    out = t.data
     assert not out.flags.writeable  # a view of an immutable device buffer
     with pytest.raises(ValueError):
         out[0, 0] = 7.0
-    np.testing.assert_allclose(j(out).data, (a * 2 + 1) * 2 + 1)  # fed back
-    np.testing.assert_allclose(j(out.copy()).data, (a * 2 + 1) * 2 + 1)  # the same, copied in
+    arrays.clear()
+    hlo._structure((t,), arrays, key)
+    assert arrays[0] is buffer  # read on the host: still passed as its buffer
+    np.testing.assert_allclose(j(t).data, (a * 2 + 1) * 2 + 1)
+    np.testing.assert_allclose(j(out).data, (a * 2 + 1) * 2 + 1)  # the array: copied in
+    np.testing.assert_allclose(j(out.copy()).data, (a * 2 + 1) * 2 + 1)
     a[0, 0] = 100.0  # changed in place between calls: the next call sees it
     np.testing.assert_allclose(j(a).data, a * 2 + 1)
     np.testing.assert_allclose(j(out).data, (np.arange(6.0).reshape(2, 3) * 2 + 1) * 2 + 1)
+    t.data = np.zeros((2, 3))  # replaced: the call takes the new data, not the old buffer
+    np.testing.assert_allclose(j(t).data, np.ones((2, 3)))
+
+
+def test_jit_outputs_read_on_the_host_only_when_read_and_held_ones_keep_their_values():
+    """jit returns tensors over device buffers, read into NumPy only when read: a training loop
+    that feeds its parameters back never copies them out, and a tensor the caller kept from an
+    earlier step still reads that step's values."""
+    step = hlo.jit(_mlp_step(0.5))
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(8, 5)), rng.integers(0, 3, size=8)
+    params = [rng.normal(size=s) for s in ((4, 5), (4,), (3, 4), (3,))]
+    eager_params, history = [minigrad.Tensor(p) for p in params], []
+    eager_step, mx, my = _mlp_step(0.5), minigrad.Tensor(x), minigrad.Tensor(y)
+    for _ in range(3):
+        loss, params = step(params, x, y)
+        eager_loss, eager_params = eager_step(eager_params, mx, my)
+        assert all(tensor.unread_buffer(p) is not None for p in params)  # never read on the host
+        history.append((loss, params, eager_loss, eager_params))
+    for loss, params, eager_loss, eager_params in history:  # read after every step ran
+        np.testing.assert_allclose(loss.data, eager_loss.data, **TOL)
+        for p, e in zip(params, eager_params):
+            np.testing.assert_allclose(p.data, e.data, **TOL)
+
+
+def test_a_jit_output_is_an_ordinary_tensor_once_used():
+    w = hlo.jit(lambda x: x * 3)(np.array([1.0, -2.0]))
+    assert (w.shape, w.dtype, w.grad, w.grad_fn, w.requires_grad, w.is_leaf) == (
+        (2,), np.float64, None, None, False, True)
+    w.requires_grad = True
+    (w * w).sum().backward()
+    np.testing.assert_allclose(w.grad.data, [6.0, -12.0])
+    assert repr(w) == repr(minigrad.Tensor([3.0, -6.0], requires_grad=True))
+    copied = minigrad.Tensor(w)
+    copied.add_(1.0)  # a copy: writable, and w unchanged
+    np.testing.assert_allclose(w.data, [3.0, -6.0])
+    with pytest.raises(ValueError):  # w's own data is the device buffer's read-only view
+        w.detach().add_(1.0)
+    with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
+        w.nonexistent
+    assert type(w) is minigrad.Tensor  # once used, a plain Tensor
+    # Written before it was ever read: the engine still sees a Tensor that requires grad.
+    v = hlo.jit(lambda x: x * 3)(np.array([1.0, -2.0]))
+    v.requires_grad = True
+    (v * v).sum().backward()
+    np.testing.assert_allclose(v.grad.data, [6.0, -12.0])
+    # Its data replaced before it was read: a call takes the new data, not the buffer.
+    u = hlo.jit(lambda x: x * 3)(np.array([1.0, -2.0]))
+    u.data = np.array([5.0, 5.0])
+    np.testing.assert_allclose(hlo.jit(lambda x: x + 1)(u).data, [6.0, 6.0])
+
+
+def test_a_target_that_is_a_jit_output_is_checked_too():
+    logits = np.random.default_rng(0).normal(size=(3, 4))
+    loss = hlo.jit(lambda x, t: F.cross_entropy(x, t))
+    ok, bad = (hlo.jit(lambda t: t * 1)(np.array(v)) for v in ([0, 3, 1], [0, 4, 1]))
+    np.testing.assert_allclose(loss(logits, ok).data,
+                               F.cross_entropy(minigrad.Tensor(logits), [0, 3, 1]).data, **TOL)
+    with pytest.raises(IndexError, match=r"target values must be in \[0, 4\)"):
+        loss(logits, bad)
 
 
 def test_a_jit_call_leaves_no_reference_cycle():
@@ -231,3 +308,14 @@ def test_what_is_not_exported_is_a_clear_error():
             x.astype(np.float32))
     with pytest.raises(TypeError, match="the program returns"):
         hlo.load(hlo.export(lambda t: t * 2, x), [((2, 3), np.float64)], [((6,), np.float64)])(x)
+
+
+def test_jit_takes_a_tensor_subclass_as_an_input():
+    class Param(minigrad.Tensor):
+        __slots__ = ()
+
+    w = Param(np.array([1.0, 2.0]))
+    j = hlo.jit(lambda t: t * 2)
+    np.testing.assert_allclose(j(w).data, [2.0, 4.0])
+    w.data = np.array([5.0, 6.0])  # an input, not a constant baked into the program
+    np.testing.assert_allclose(j(w).data, [10.0, 12.0])
