@@ -47,6 +47,12 @@ class _Trace(Level):
         return out
 
 
+def _native(array):
+    """array in the machine's byte order: XLA reads an input's bytes as such, so a big-endian
+    array's values would be silently wrong."""
+    return array if array.dtype.isnative else array.astype(array.dtype.newbyteorder("="))
+
+
 def _inputs(args, grad):
     """The flattened arguments: arrays and tensors become the program's inputs (fresh leaves,
     requiring grad when grad=True and floating point); numbers stay constants."""
@@ -55,7 +61,7 @@ def _inputs(args, grad):
     for leaf in leaves:
         if isinstance(leaf, (Tensor, np.ndarray)):
             array = leaf.data if isinstance(leaf, Tensor) else leaf
-            t = Tensor._wrap(np.asarray(array, order="C"))  # (ascontiguousarray makes 0-d 1-d)
+            t = Tensor._wrap(np.asarray(_native(array), order="C"))  # (ascontiguousarray makes 0-d 1-d)
             if grad and array.dtype.kind == "f":
                 t.requires_grad = True
             inputs.append(t)
@@ -193,7 +199,7 @@ def load(text, in_types, out_types):
 
     def run(*arrays):
         # The error on_device would give is the bare _OtherTypes: say what was expected.
-        arrays = [np.asarray(a) for a in arrays]
+        arrays = [_native(np.asarray(a)) for a in arrays]
         if [(a.shape, a.dtype) for a in arrays] != in_types:
             raise TypeError("hlo: the program takes %s, got %s" % (
                 in_types, [(a.shape, a.dtype) for a in arrays]))
@@ -252,9 +258,11 @@ def _structure(tree, arrays, key):
             view = getattr(tree, "_buffer", None)
             if view is not None and array.base is view:
                 array = view.obj
+            else:
+                array = _native(array)
         arrays.append(array)
     elif isinstance(tree, np.ndarray):
-        arrays.append(tree)
+        arrays.append(_native(tree))
     elif isinstance(tree, (list, tuple)):
         key.append((type(tree), len(tree)))
         for t in tree:

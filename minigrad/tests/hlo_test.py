@@ -319,3 +319,16 @@ def test_jit_takes_a_tensor_subclass_as_an_input():
     np.testing.assert_allclose(j(w).data, [2.0, 4.0])
     w.data = np.array([5.0, 6.0])  # an input, not a constant baked into the program
     np.testing.assert_allclose(j(w).data, [10.0, 12.0])
+
+
+def test_jit_reads_big_endian_arrays_by_their_values():
+    a = np.arange(6.0).reshape(2, 3)
+    j = hlo.jit(lambda x, n: x * 2 + n)
+    n = np.arange(3, dtype=">i8")
+    np.testing.assert_allclose(j(a.astype(">f8"), n).data, a * 2 + np.arange(3))
+    np.testing.assert_allclose(j(minigrad.Tensor(a.astype(">f8")), n).data, a * 2 + np.arange(3))
+    np.testing.assert_allclose(j(a, n).data, a * 2 + np.arange(3))  # the same program, native
+    assert len(j.compiled) == 1
+    x = np.arange(4.0)
+    run = hlo.load(hlo.export(lambda t: t * 2, x), [((4,), np.float64)], [((4,), np.float64)])
+    np.testing.assert_allclose(run(x.astype(">f8"))[0], x * 2)
