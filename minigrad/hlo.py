@@ -24,7 +24,7 @@ from minigrad import autograd
 from minigrad.emit_ops import EMIT, Emitter
 from minigrad.functional import check_target
 from minigrad.levels import Level, Suspend, flatten, unflatten
-from minigrad.tensor import Tensor, on_device, unread_buffer
+from minigrad.tensor import Tensor, host_view, on_device, unread_buffer
 
 __all__ = ["export", "jit"]
 
@@ -203,8 +203,7 @@ def load(text, in_types, out_types):
         if [(a.shape, a.dtype) for a in arrays] != in_types:
             raise TypeError("hlo: the program takes %s, got %s" % (
                 in_types, [(a.shape, a.dtype) for a in arrays]))
-        # Through the buffer protocol: a read-only view, cheaper than np.asarray's layers.
-        return [np.asarray(memoryview(r)) for r in on_device(*arrays)]
+        return [host_view(r) for r in on_device(*arrays)]
     run.on_device = on_device
     return run
 
@@ -231,7 +230,7 @@ class _Compiled:
         for k, shape, unsigned in self.target_bounds:
             target = arrays[k]
             if target.__class__ is not np.ndarray:  # a jit output's buffer
-                target = np.asarray(memoryview(target))
+                target = host_view(target)
             if _max(target.view(unsigned)) >= shape[1]:
                 check_target(shape, target)  # eager's error
         return unflatten(self.out_spec, [on_device(r) for r in results])

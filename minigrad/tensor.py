@@ -348,9 +348,15 @@ def unread_buffer(t):
     return _get_buffer(t) if type(t) is _OnDevice else None
 
 
+def host_view(buffer):
+    """An XLA buffer's memory as a read-only array, through the buffer protocol (cheaper than
+    np.asarray's layers); its .base is the memoryview, whose .obj is the buffer."""
+    return np.asarray(memoryview(buffer))
+
+
 def _settle(t):
     object.__setattr__(t, "__class__", Tensor)  # first: every access below is a plain one
-    t.data = view = np.asarray(memoryview(t._buffer))
+    t.data = view = host_view(t._buffer)
     t._buffer = view.base  # (NumPy's memoryview of the buffer: hlo.jit passes its .obj back)
     t.grad = None
     t.grad_fn = None
