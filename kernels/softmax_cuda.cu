@@ -606,28 +606,49 @@ struct CachedPlan {
 // from the device's limit.
 constexpr int kStaticSmem = 1024;
 
+// Lets `kernel` take `smem` bytes of dynamic shared memory a block and clusters
+// of `blocks`. Past 48 KiB, static and dynamic together, a kernel must ask for
+// more. It asks for the most any plan here uses (`smem_limit`), the same for
+// every call, so threads launching other sizes cannot lower it under each
+// other's launches. Past the portable 8 blocks, clusters need its consent.
+cudaError_t allow(const void* kernel, int blocks, size_t smem, int smem_limit) {
+  if (smem + kStaticSmem > 48 * 1024) {
+    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_limit);
+    if (err != cudaSuccess) return err;
+  }
+  return blocks > kMaxCluster ? cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)
+                              : cudaSuccess;
+}
+
+// A launch of `grid` blocks of `threads`, `smem` bytes of dynamic shared memory
+// each, in clusters of `blocks` where that is more than one. (Not copyable:
+// config points at cluster.)
+struct ClusterLaunch {
+  cudaLaunchAttribute cluster[1];
+  cudaLaunchConfig_t config = {};
+  ClusterLaunch(int64_t grid, int blocks, int threads, size_t smem, cudaStream_t stream) {
+    cluster[0].id = cudaLaunchAttributeClusterDimension;
+    cluster[0].val.clusterDim.x = static_cast<unsigned>(blocks);
+    cluster[0].val.clusterDim.y = 1;
+    cluster[0].val.clusterDim.z = 1;
+    config.gridDim = dim3(static_cast<unsigned>(grid));
+    config.blockDim = dim3(static_cast<unsigned>(threads));
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    config.attrs = cluster;
+    config.numAttrs = blocks > 1 ? 1 : 0;
+  }
+  ClusterLaunch(const ClusterLaunch&) = delete;
+  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
+};
+
 // Whether `kernel` (a kCluster kernel of `threads` a block) can run clusters
 // of `blocks` blocks with `smem` bytes each on this device.
 bool clusters_fit(const void* kernel, int blocks, int threads, size_t smem, int smem_limit) {
-  if (blocks > kMaxCluster &&
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
-    return false;
-  }
-  if (smem + kStaticSmem > 48 * 1024 &&
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_limit) != cudaSuccess) {
-    return false;
-  }
-  cudaLaunchAttribute cluster[1];
-  cluster[0].id = cudaLaunchAttributeClusterDimension;
-  cluster[0].val.clusterDim = {static_cast<unsigned>(blocks), 1, 1};
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(blocks));
-  config.blockDim = dim3(static_cast<unsigned>(threads));
-  config.dynamicSmemBytes = smem;
-  config.attrs = cluster;
-  config.numAttrs = 1;
+  if (allow(kernel, blocks, smem, smem_limit) != cudaSuccess) return false;
+  const ClusterLaunch launch(blocks, blocks, threads, smem, nullptr);
   int clusters = 0;
-  const bool fit = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess && clusters > 0;
+  const bool fit = cudaOccupancyMaxActiveClusters(&clusters, kernel, &launch.config) == cudaSuccess && clusters > 0;
   cudaGetLastError();  // a refusal here is an answer, not the caller's error
   return fit;
 }
@@ -678,30 +699,10 @@ CachedPlan plan_cached(int64_t rows, int64_t cols, int arrays, int elem, CachedS
 template <typename... Params, typename... Args>
 cudaError_t launch_cached(void (*kernel)(Params...), const CachedPlan& plan, int64_t rows, cudaStream_t stream,
                           Args... args) {
-  // Past 48 KiB, static and dynamic together, a kernel must ask for more. It
-  // asks for the most any plan here uses, the same for every call, so threads
-  // launching other sizes cannot lower it under each other's launches.
-  if (plan.smem + kStaticSmem > 48 * 1024) {
-    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, plan.smem_limit);
-    if (err != cudaSuccess) return err;
-  }
-  if (plan.blocks > kMaxCluster) {
-    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (err != cudaSuccess) return err;
-  }
-  cudaLaunchAttribute cluster[1];
-  cluster[0].id = cudaLaunchAttributeClusterDimension;
-  cluster[0].val.clusterDim.x = static_cast<unsigned>(plan.blocks);
-  cluster[0].val.clusterDim.y = 1;
-  cluster[0].val.clusterDim.z = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(rows * plan.blocks));
-  config.blockDim = dim3(static_cast<unsigned>(plan.threads));
-  config.dynamicSmemBytes = plan.smem;
-  config.stream = stream;
-  config.attrs = cluster;
-  config.numAttrs = plan.blocks > 1 ? 1 : 0;
-  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, args...);
+  cudaError_t err = allow(reinterpret_cast<const void*>(kernel), plan.blocks, plan.smem, plan.smem_limit);
+  if (err != cudaSuccess) return err;
+  const ClusterLaunch launch(rows * plan.blocks, plan.blocks, plan.threads, plan.smem, stream);
+  err = cudaLaunchKernelEx(&launch.config, kernel, args...);
   if (err != cudaSuccess) cudaGetLastError();  // reported here, not again by the caller's next check
   return err;
 }
