@@ -1,10 +1,15 @@
-"""The backward pass: visit the recorded graph in reverse topological order.
+"""The backward pass: visit the recorded graph, each node after every node that uses its output.
 
 Each node (a Function instance, the `grad_fn` of the one tensor it produced)
 receives the sum of the gradients flowing into its output, calls its gradient
-rule once, and passes one gradient per input on. The order comes from an
-iterative depth-first search, so a chain of any length fits in Python's stack.
+rule once, and passes one gradient per input on. As in torch's engine, nodes
+run in decreasing order of creation (Function.apply numbers them): a node's
+users were all made after it, so by its turn every gradient for it has
+arrived. A heap of the nodes that have a gradient gives that order in the one
+pass that sends the gradients, without a separate walk of the graph first.
 """
+
+import heapq
 
 import numpy as np
 
@@ -14,34 +19,24 @@ from minigrad.grad_mode import _State
 from minigrad.tensor import Tensor
 
 
-def _topological_order(roots):
-    """Nodes reachable from `roots`, each before every node it depends on."""
-    order, visited = [], set()
-    for root in roots:
-        if root is None or root in visited:
+def _nodes(roots):
+    """Every node reachable from `roots` (None entries allowed), in no particular order."""
+    seen = set()
+    stack = [root for root in roots if root is not None]
+    while stack:
+        node = stack.pop()
+        if node in seen:
             continue
-        visited.add(root)
-        stack = [(root, iter(root.inputs))]
-        while stack:
-            node, inputs = stack[-1]
-            for value in inputs:
-                child = value.grad_fn if value.__class__ is Tensor else None
-                if child is not None and child not in visited:
-                    visited.add(child)
-                    stack.append((child, iter(child.inputs)))
-                    break
-            else:
-                stack.pop()
-                order.append(node)  # after all its inputs: post-order
-    order.reverse()
-    return order
+        seen.add(node)
+        stack.extend(v.grad_fn for v in node.inputs if v.__class__ is Tensor and v.grad_fn is not None)
+    return seen
 
 
 def reaches_other_leaf(outputs, inputs):
     """Whether the graph behind `outputs` reaches a leaf that requires grad other than `inputs`
     (so that a gradient with respect to `inputs` can itself be differentiated through it)."""
     own = {id(t) for t in inputs}
-    for node in _topological_order([o.grad_fn for o in outputs]):
+    for node in _nodes([o.grad_fn for o in outputs]):
         for value in node.inputs:
             if (value.__class__ is Tensor and value._requires_grad and value.grad_fn is None
                     and id(value) not in own):
@@ -52,7 +47,7 @@ def reaches_other_leaf(outputs, inputs):
 def _initial_grads(outputs, grad_outputs):
     grads = []
     for out, g in zip(outputs, grad_outputs):
-        if not out.requires_grad:
+        if not out._requires_grad:
             raise RuntimeError("element %d of the outputs does not require grad and has no grad_fn"
                                % len(grads))
         if g is None:
@@ -63,8 +58,10 @@ def _initial_grads(outputs, grad_outputs):
                 raise RuntimeError("grad can be implicitly created only for real scalar outputs "
                                    "(as in torch); pass a gradient, or take .real of a loss")
             # (np.ones_like costs five times as much for the usual one-element loss)
-            g = Tensor._wrap(np.array(1, dtype=out.data.dtype).reshape(out.data.shape))
-        elif not isinstance(g, Tensor):
+            one = np.array(1, dtype=out.data.dtype)
+            grads.append(Tensor._wrap(one.reshape(out.data.shape) if out.data.ndim else one))
+            continue
+        if not isinstance(g, Tensor):
             g = Tensor(g)
         if g.shape != out.shape:
             raise RuntimeError("gradient of shape %s does not match the output's shape %s"
@@ -82,29 +79,43 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None):
         raise RuntimeError("backward() and minigrad.grad inside vmap are not supported (as in "
                            "torch); use minigrad.func.grad or vjp inside vmap")
     grads = _initial_grads(outputs, grad_outputs)
-    pending = {}   # node -> gradient of its output so far
+    pending = {}  # node -> the sum of the gradients its output has received so far
+    ready = []  # (-sequence number, node) for each node in pending: a heap, the latest made first
     leaf_grads = {}  # id(leaf) -> gradient, when capturing
-    captured_nodes = {}
+    into = leaf_grads if capture is not None else None
+    captured_nodes = {t.grad_fn: t for t in capture if t.grad_fn is not None} if capture else {}
     # ids of arrays a leaf's .grad must not take as they are: those given to leaves in this
     # pass, and the caller's own gradients (a pass-through op hands one on unchanged).
     delivered = {id(g.data) for g in grads}
-    if capture is not None:
-        for t in capture:
-            if t.grad_fn is not None:
-                captured_nodes[t.grad_fn] = t
-    for out, g in zip(outputs, grads):
-        if out.grad_fn is None:  # a leaf as output: its gradient is the given one
-            _deliver(out, g, create_graph, leaf_grads if capture is not None else None, delivered)
-        else:
-            pending[out.grad_fn] = pending[out.grad_fn] + g if out.grad_fn in pending else g
-
     prev = _State.enabled
     _State.enabled = create_graph
     try:
-        for node in _topological_order([o.grad_fn for o in outputs]):
-            grad = pending.pop(node, None)
-            if grad is None:
-                continue
+        # The outputs receive their gradients first, through the loop that then sends each
+        # node's gradients to its inputs (_initial_grads checked their shapes and dtypes).
+        node, sends = None, zip(outputs, grads)
+        while True:
+            for index, (value, g) in enumerate(sends):
+                if g is None or value.__class__ is not Tensor or not value._requires_grad:
+                    continue
+                got, expected = g.data, value.data
+                if got.shape != expected.shape:  # (the arrays': under vmap, both batched)
+                    g = _fit(node, index, g, expected.shape)
+                if got.dtype is not expected.dtype and got.dtype != expected.dtype:
+                    # a mixed-dtype operation's gradient: its input's dtype (float32 x * a
+                    # float64 y gives x a float32 gradient, as in torch)
+                    g = ops.Cast.apply(g, expected.dtype)
+                child = value.grad_fn
+                if child is None:
+                    _deliver(value, g, create_graph, into, delivered)
+                elif child in pending:
+                    pending[child] = pending[child] + g
+                else:
+                    pending[child] = g
+                    heapq.heappush(ready, (-child._sequence, child))
+            if not ready:
+                break
+            node = heapq.heappop(ready)[1]
+            grad = pending.pop(node)
             if captured_nodes and node in captured_nodes:
                 leaf_grads[id(captured_nodes[node])] = grad
             if node._freed:
@@ -116,23 +127,7 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None):
                 input_grads = _pad(node, input_grads)
             if not retain_graph:
                 node._free()
-            for index, (value, g) in enumerate(zip(node.inputs, input_grads)):
-                if g is None or value.__class__ is not Tensor or not value._requires_grad:
-                    continue
-                if g.data.shape != value.data.shape:  # (the arrays': under vmap, both batched)
-                    g = _fit(node, index, g, value.data.shape)
-                if g.data.dtype is not value.data.dtype and g.data.dtype != value.data.dtype:
-                    # a mixed-dtype operation's gradient: its input's dtype (float32 x * a
-                    # float64 y gives x a float32 gradient, as in torch)
-                    g = ops.Cast.apply(g, value.data.dtype)
-                child = value.grad_fn
-                if child is None:
-                    _deliver(value, g, create_graph, leaf_grads if capture is not None else None,
-                             delivered)
-                elif child in pending:
-                    pending[child] = pending[child] + g
-                else:
-                    pending[child] = g
+            sends = zip(node.inputs, input_grads)
     finally:
         _State.enabled = prev
     return leaf_grads

@@ -19,6 +19,7 @@ recorded only under create_graph. The `ctx` is the graph node: an instance of
 the Function subclass that becomes the output's `grad_fn`.
 """
 
+import itertools
 import weakref
 
 import numpy as np
@@ -29,6 +30,10 @@ from minigrad.tensor import Tensor
 FREED_MESSAGE = ("Trying to backward through the graph a second time (or to read saved tensors after "
           "they were freed). Saved values are freed by backward() and minigrad.grad(); pass "
           "retain_graph=True to the first call to backward through the graph again.")
+
+# Numbers each recorded node in order of creation: backward runs nodes in the reverse order,
+# which puts every node after all the nodes that use its output (autograd.py).
+_sequence = itertools.count()
 
 
 class Function:
@@ -74,6 +79,7 @@ class Function:
             _State.enabled = prev
         if track:
             ctx.inputs = args
+            ctx._sequence = next(_sequence)
             out._requires_grad = True  # an operation's output: floating point, no checks needed
             out.grad_fn = ctx
             for t in ctx._saved:

@@ -84,8 +84,7 @@ class Tensor:
 
         retain_graph defaults to create_graph, as in PyTorch.
         """
-        from minigrad.autograd import backward
-        backward(self, gradient, retain_graph, create_graph)
+        _autograd.backward(self, gradient, retain_graph, create_graph)
 
     # -- NumPy-like attributes --------------------------------------------------------------
 
@@ -393,5 +392,5 @@ def _index(index):
     return _data(index)
 
 
-# ops.py builds on Tensor, so it is imported once Tensor exists.
-from minigrad import ops as _ops  # noqa: E402
+# ops.py and autograd.py build on Tensor, so they are imported once Tensor exists.
+from minigrad import autograd as _autograd, ops as _ops  # noqa: E402
