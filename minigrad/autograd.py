@@ -9,7 +9,7 @@ arrived. A heap of the nodes that have a gradient gives that order in the one
 pass that sends the gradients, without a separate walk of the graph first.
 """
 
-import heapq
+from heapq import heappop, heappush
 
 import numpy as np
 
@@ -111,10 +111,10 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None):
                     pending[child] = pending[child] + g
                 else:
                     pending[child] = g
-                    heapq.heappush(ready, (-child._sequence, child))
+                    heappush(ready, (-child._sequence, child))
             if not ready:
                 break
-            node = heapq.heappop(ready)[1]
+            node = heappop(ready)[1]
             grad = pending.pop(node)
             if captured_nodes and node in captured_nodes:
                 leaf_grads[id(captured_nodes[node])] = grad
@@ -123,11 +123,12 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None):
             input_grads = node.backward(node, grad)
             if not isinstance(input_grads, tuple):
                 input_grads = (input_grads,)
-            if len(input_grads) != len(node.inputs):
+            inputs = node.inputs
+            if len(input_grads) != len(inputs):
                 input_grads = _pad(node, input_grads)
             if not retain_graph:
                 node._free()
-            sends = zip(node.inputs, input_grads)
+            sends = zip(inputs, input_grads)
     finally:
         _State.enabled = prev
     return leaf_grads

@@ -82,9 +82,11 @@ class Function:
             ctx._sequence = next(_sequence)
             out._requires_grad = True  # an operation's output: floating point, no checks needed
             out.grad_fn = ctx
-            for t in ctx._saved:
+            saved = ctx._saved
+            for t in saved:
                 if t is out:
-                    ctx._saved = tuple(_SavedOutput(t) if t is out else t for t in ctx._saved)
+                    held = _SavedOutput(out)
+                    ctx._saved = tuple([held if t is out else t for t in saved])
                     ctx._output_saved = True
                     break
         return out
@@ -94,7 +96,9 @@ class Function:
             return
         self._saved = tensors
         # Checked when backward reads them: an in-place change since would give a wrong gradient.
-        self._versions = [t._version[0] for t in tensors]
+        self._versions = versions = []  # (a loop: a comprehension is a call of its own)
+        for t in tensors:
+            versions.append(t._version[0])
 
     @property
     def saved_tensors(self):
@@ -102,7 +106,7 @@ class Function:
             raise RuntimeError(FREED_MESSAGE)
         saved = self._saved
         if self._output_saved:
-            saved = tuple(t.unpack(self) if t.__class__ is _SavedOutput else t for t in saved)
+            saved = tuple([t.unpack(self) if t.__class__ is _SavedOutput else t for t in saved])
         for t, version in zip(saved, self._versions):
             if t._version[0] != version:
                 raise RuntimeError(
@@ -121,11 +125,14 @@ class Function:
         frees its saved tensors and keeps sizes, a node that kept neither (Add, Sum) can run
         its backward again."""
         state = self.__dict__
-        arrays = [key for key, value in state.items() if value.__class__ is np.ndarray]
-        if arrays or self._saved:
-            for key in arrays:
+        # Few nodes keep arrays (cross_entropy, max, indexing): a scan in C finds whether this
+        # one does before a loop in Python picks them out.
+        if np.ndarray in map(type, state.values()):
+            for key in [key for key, value in state.items() if value.__class__ is np.ndarray]:
                 del state[key]
-            state.pop("_saved", None)
+            self._freed = True
+        if self._saved:
+            del state["_saved"]
             self._freed = True
 
     def __repr__(self):

@@ -62,6 +62,7 @@ _KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_max, _sum = np.maximum.reduce, np.add.reduce  # (ndarray.max and .sum go through a Python frame)
 
 
 def _needs(value):
@@ -140,7 +141,7 @@ def check_target(shape, target):
                          % (tuple(target.shape), shape[0]))
     # One reduction checks both bounds: as unsigned, negative values are huge.
     unsigned = target.view(_UNSIGNED[target.dtype.itemsize])
-    if shape[0] and unsigned.max() >= shape[1]:
+    if shape[0] and _max(unsigned) >= shape[1]:
         raise IndexError("cross_entropy: target values must be in [0, %d), got %d..%d"
                          % (shape[1], target.min(), target.max()))
 
@@ -158,7 +159,7 @@ class CrossEntropy(Function):
         ctx.log_probs = log_probs = _log_softmax(x, 1)
         ctx.save_for_backward(logits)
         # An empty batch gives nan, as in torch.
-        loss = -log_probs[np.arange(n), target].sum() / n if n else np.nan
+        loss = -_sum(log_probs[np.arange(n), target]) / n if n else np.nan
         return Tensor._wrap(np.asarray(loss, dtype=x.dtype))
 
     @staticmethod
@@ -220,7 +221,7 @@ class Linear(Function):
     def backward(ctx, grad):
         ctx.saved_tensors  # raises if freed or modified in place
         x, weight, bias = ctx.inputs
-        needs = x.requires_grad, weight.requires_grad, bias is not None and bias.requires_grad
+        needs = x._requires_grad, weight._requires_grad, bias is not None and bias._requires_grad
         if _State.enabled or _State.transforms:  # recorded, or seen by a transform: on Tensors
             return _linear_vjp(grad, x, weight, *needs)
         # Nothing records (a first-order backward): the same rule on the arrays, without six

@@ -22,7 +22,7 @@ import numpy as np
 
 from minigrad import autograd
 from minigrad.emit_ops import EMIT, Emitter
-from minigrad.functional import check_target
+from minigrad.functional import _max, check_target
 from minigrad.levels import Level, Suspend, flatten, unflatten
 from minigrad.tensor import Tensor, host_view, on_device, unread_buffer
 
@@ -239,8 +239,6 @@ class _Compiled:
 class _OtherTypes(Exception):
     """Arrays of other shapes or dtypes than a compiled program takes."""
 
-
-_max = np.maximum.reduce  # (ndarray.max goes through a Python frame)
 
 
 def _structure(tree, arrays, key):

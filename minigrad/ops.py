@@ -34,7 +34,7 @@ def _shape(value):
 
 
 def _needs(value):
-    return value.__class__ is Tensor and value.requires_grad
+    return value.__class__ is Tensor and value._requires_grad
 
 
 def _sum_to(grad, shape):
@@ -502,21 +502,22 @@ class Log(Function):
         return grad / _conj(a)
 
 
-class ReLU(_OfOutput):
+def _relu(x):
+    kind = x.dtype.kind
+    if kind == "c":
+        raise TypeError("relu: complex tensors are not ordered (as in torch); take relu of their "
+                        "real part")
+    if kind == "b":
+        raise TypeError("relu: boolean tensors are not supported (as in torch); convert to a "
+                        "number dtype first")
     # A zero of x's dtype: NumPy's conversion of a Python 0 added 3.5 us a call, two thirds
     # of the maximum's own time at a batch of 64 (8.9 against 5.4 us for 64x128 float32).
-    fn = staticmethod(lambda x: np.maximum(x, x.dtype.type(0)))
-    to_float = False  # (as torch's relu: an integer tensor stays one)
+    return np.maximum(x, x.dtype.type(0))
 
-    @classmethod
-    def forward(cls, ctx, a):
-        if a.dtype.kind == "c":
-            raise TypeError("relu: complex tensors are not ordered (as in torch); take relu of "
-                            "their real part")
-        if a.dtype.kind == "b":
-            raise TypeError("relu: boolean tensors are not supported (as in torch); convert to a "
-                            "number dtype first")
-        return super().forward(ctx, a)
+
+class ReLU(_OfOutput):
+    fn = staticmethod(_relu)
+    to_float = False  # (as torch's relu: an integer tensor stays one)
 
     @staticmethod
     def backward(ctx, grad):
@@ -532,11 +533,13 @@ def relu_mask(grad, y):
         return Where.apply(Compare.apply(np.less_equal, y, 0), 0, grad)
     # A first-order backward (nothing records): on the arrays, without two operations'
     # bookkeeping (half this rule's time at a batch of 64). The select as a bit mask, all ones
-    # or zero: np.where took 2.5x a product's time (64x128 float32: 10.4 us against 4.2 us),
-    # the mask 1.5x, and a product cannot select (NaN * 0 is NaN).
+    # or zero, built in place: as fast as a product with (y > 0) (64x128 float32: 4.3 us;
+    # np.where took 10.4 us), and a product cannot select (NaN * 0 is NaN).
     bits = np.dtype("i%d" % grad.data.itemsize)
-    keep = np.subtract(y.data <= 0, 1, dtype=bits)  # 0 where y <= 0, else -1: every bit set
-    return _wrap((grad.data.view(bits) & keep).view(grad.data.dtype))
+    keep = (y.data <= 0).astype(bits)
+    keep -= 1  # 0 where y <= 0, else -1: every bit set
+    keep &= grad.data.view(bits)
+    return _wrap(keep.view(grad.data.dtype))
 
 
 class Reshape(Function):
