@@ -151,7 +151,10 @@ def load(text, in_types, out_types):
     from jax._src.lib import _jax
     from jax.extend import backend
     from jax.sharding import SingleDeviceSharding
-    jax.config.update("jax_enable_x64", True)  # float64 and int64 programs keep their dtypes
+    # float64 and int64 arrays keep their dtypes on their way in under x64 alone; it is set for
+    # minigrad's own calls, never process-wide (where it would change the caller's jax code's
+    # default dtypes, and a caller who turned it off again broke every compiled program).
+    x64 = jax.enable_x64
     client = _cpu_client()
     device = client.devices()[0]
     options = backend.get_compile_options(1, 1)
@@ -193,9 +196,16 @@ def load(text, in_types, out_types):
 
     # The cache holds an entry per mix of arrays and buffers among the arguments (a training
     # loop uses one or two); an entry it drops is made again by first_call.
-    on_device = _jax.pjit("minigrad", first_call, first_call, [], [], pxla.JitGlobalCppCacheKeys(),
-                          tree_util.dispatch_registry, pxla.cc_shard_arg,
-                          _jax.PjitFunctionCache(capacity=8))
+    dispatch = _jax.pjit("minigrad", first_call, first_call, [], [], pxla.JitGlobalCppCacheKeys(),
+                         tree_util.dispatch_registry, pxla.cc_shard_arg,
+                         _jax.PjitFunctionCache(capacity=8))
+
+    def on_device(*arrays):
+        prev = x64.swap_local(True)  # (what `with jax.enable_x64(True)` does, at a fifth the cost)
+        try:
+            return dispatch(*arrays)
+        finally:
+            x64.set_local(prev)
 
     def run(*arrays):
         # The error on_device would give is the bare _OtherTypes: say what was expected.

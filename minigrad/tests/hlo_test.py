@@ -332,3 +332,22 @@ def test_jit_reads_big_endian_arrays_by_their_values():
     x = np.arange(4.0)
     run = hlo.load(hlo.export(lambda t: t * 2, x), [((4,), np.float64)], [((4,), np.float64)])
     np.testing.assert_allclose(run(x.astype(">f8"))[0], x * 2)
+
+
+def test_jit_keeps_jaxs_x64_setting_as_the_caller_left_it_and_works_under_either():
+    import jax
+    import jax.numpy as jnp
+    a, n = np.arange(6.0).reshape(2, 3), np.arange(3, dtype=np.int64)
+    j = hlo.jit(lambda x, k: x * 2 + k)
+    before = jax.config.jax_enable_x64
+    try:
+        for x64 in (False, True, False):  # x64 turned off again after a program compiled under it
+            jax.config.update("jax_enable_x64", x64)
+            out = j(a, n)
+            assert out.dtype == np.float64
+            np.testing.assert_array_equal(out.data, a * 2 + n)
+            assert jax.config.jax_enable_x64 == x64  # minigrad changed nothing process-wide
+            assert jnp.ones(2).dtype == (np.float64 if x64 else np.float32)
+        assert len(j.compiled) == 1
+    finally:
+        jax.config.update("jax_enable_x64", before)
