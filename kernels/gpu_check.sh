@@ -80,8 +80,11 @@ step() {  # step TITLE SECONDS COMMAND...: runs it under a time limit, its outpu
 : > "$log"
 
 step "Build (torch.utils.cpp_extension, CUDA)" 420 "$python" - <<'PY'
-import ast, os, re, shutil, subprocess, sys, torch
+import json, os, re, shutil, subprocess, sys, torch
 from torch.utils.cpp_extension import load
+sys.path.insert(0, "tools")
+import copts  # every flag as tools/copts.bzl gives Bazel's build
+flags = copts.read()
 build = os.environ["WARP_SOFTMAX_BUILD"]
 if torch.cuda.is_available() and "TORCH_CUDA_ARCH_LIST" not in os.environ:
     os.environ["TORCH_CUDA_ARCH_LIST"] = "%d.%d" % torch.cuda.get_device_capability()
@@ -90,20 +93,19 @@ print("TORCH_CUDA_ARCH_LIST=" + os.environ.get("TORCH_CUDA_ARCH_LIST", "(torch's
 # tensors), built beside the rest in its own process.
 entry_dir = os.path.join(build, "entry")
 os.makedirs(entry_dir)
-entry = subprocess.Popen([sys.executable, "-c", "import sys; from torch.utils.cpp_extension import load; "
+entry = subprocess.Popen([sys.executable, "-c", "import json, sys; from torch.utils.cpp_extension import load; "
                           "load(name='warp_softmax_entry', sources=['kernels/torch_entry.cc'], "
-                          "build_directory=sys.argv[1], is_python_module=False, extra_cflags=['-O3'])",
-                          entry_dir])
-# softmax_cpu_level.cc once per x86-64 level, with the flags tools/copts.bzl
-# gives Bazel's build (X86_LEVEL_COPTS, read from there); cpp_extension's one
-# set of flags cannot do that, so these objects are linked in.
-copts = re.sub(r"#[^\n]*", "", open("tools/copts.bzl").read())
-levels = ast.literal_eval(re.search(r"X86_LEVEL_COPTS = (\{.*?\n\})", copts, re.S).group(1))
+                          "build_directory=sys.argv[1], is_python_module=False, "
+                          "extra_cflags=json.loads(sys.argv[2]))",
+                          entry_dir, json.dumps(flags["TORCH_COPTS"])])
+# softmax_cpu_level.cc once per x86-64 level, with its level's flags (X86_LEVEL_COPTS);
+# cpp_extension's one set of flags cannot do that, so these objects are linked in.
+levels = flags["X86_LEVEL_COPTS"]
 objects, compiles = [], []
-for level, flags in levels.items():
+for level, level_flags in levels.items():
     objects.append(os.path.join(build, "softmax_cpu_%s.o" % level))
-    compiles.append(subprocess.Popen(["c++", "-std=c++17", "-O3", "-fPIC", "-Wno-psabi", "-Wno-maybe-uninitialized",
-                                      "-I.", "-c", "kernels/softmax_cpu_level.cc", "-o", objects[-1]] + flags))
+    compiles.append(subprocess.Popen(["c++"] + flags["KERNEL_COPTS"] + level_flags + [
+        "-fPIC", "-I.", "-c", "kernels/softmax_cpu_level.cc", "-o", objects[-1]]))
 for level, job in zip(levels, compiles):
     if job.wait():
         raise SystemExit("compiling the %s level failed" % level)
@@ -116,14 +118,14 @@ for lib in ("lib64", "lib"):
     versioned = sorted(f for f in os.listdir(folder) if re.fullmatch(r"libcudart\.so\.\d+", f)) if os.path.isdir(folder) else []
     if versioned and not os.path.exists(os.path.join(folder, "libcudart.so")):
         os.symlink(os.path.join(folder, versioned[-1]), os.path.join(link_dir, "libcudart.so"))
-# Then as tools/copts.bzl compiles torch extensions: C++20 and OpenMP (cpp_extension
-# adds the standard and the ABI define), -O3.
+# Then the operator, as Bazel's torch_op_library and cuda_library compile it (cpp_extension
+# adds its own standard and ABI define before these).
 load(name="warp_softmax", build_directory=build, is_python_module=False, verbose=False,
      sources=["kernels/torch_op.cc", "kernels/torch_autograd.cc", "kernels/softmax_cpu.cc", "kernels/softmax_cuda.cu"],
      extra_include_paths=[os.getcwd()],
-     extra_cflags=["-O3", "-fopenmp", "-Wno-psabi", "-DWARP_SOFTMAX_WITH_CUDA"],
-     extra_cuda_cflags=["-O3", "--expt-relaxed-constexpr"],
-     extra_ldflags=["-fopenmp", "-L" + link_dir] + objects)
+     extra_cflags=flags["TORCH_COPTS"] + ["-DWARP_SOFTMAX_WITH_CUDA"],
+     extra_cuda_cflags=flags["CUDA_COPTS"],
+     extra_ldflags=flags["TORCH_LINKOPTS"] + ["-L" + link_dir] + objects)
 if entry.wait():
     raise SystemExit("building warp_softmax_entry failed")
 for folder, name in ((build, "warp_softmax.so"), (entry_dir, "warp_softmax_entry.so")):
@@ -170,10 +172,11 @@ pytest_step() {
 kernel_bench() {
   step "The kernels alone against a device copy (cuda_kernel_bench.cu, no torch)" 180 bash -c '
     set -e
-    "$CUDA_HOME/bin/nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -arch="$1" -I. -L"$CUDA_HOME/lib" \
+    mapfile -t copts < <("$2" tools/copts.py CUDA_COPTS)
+    "$CUDA_HOME/bin/nvcc" "${copts[@]}" -arch="$1" -I. -L"$CUDA_HOME/lib" \
       kernels/cuda_kernel_bench.cu kernels/softmax_cuda.cu -o "$WARP_SOFTMAX_BUILD/kernel_bench"
     if [[ "$1" == native ]]; then "$WARP_SOFTMAX_BUILD/kernel_bench"; else echo "built (no GPU to run it on)"; fi' \
-    kernel_bench "$@"
+    kernel_bench "$1" "$python"
 }
 
 if [[ "$mode" == build-only ]]; then
