@@ -28,7 +28,8 @@ def _nodes(roots):
         if node in seen:
             continue
         seen.add(node)
-        stack.extend(v.grad_fn for v in node.inputs if v.__class__ is Tensor and v.grad_fn is not None)
+        stack.extend(value.grad_fn for value in node.inputs
+                     if value.__class__ is Tensor and value.grad_fn is not None)
     return seen
 
 

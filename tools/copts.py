@@ -23,8 +23,8 @@ def read(path=BZL):
         source = re.sub(r"^load\([^)]*\)\n", "", f.read(), flags=re.M)
     scope = {"TF_STD_COPTS": []}
     exec(compile(source, path, "exec"), scope)
-    return {name: value for name, value in scope.items()
-            if name.isupper() and not name.startswith("_") and name not in ("TF_STD_COPTS", "TF_COPTS")}
+    return {name: value for name, value in scope.items() if name.isupper()
+            and not name.startswith("_") and name not in ("TF_STD_COPTS", "TF_COPTS")}
 
 
 def main(argv):

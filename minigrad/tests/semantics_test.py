@@ -352,6 +352,52 @@ def test_integer_to_negative_power_is_a_clear_error_like_torch():
         minigrad.Tensor([2, 3]) ** -1
     np.testing.assert_allclose((minigrad.Tensor([2, 3]) * 1.0 ** -1).data, [2, 3])
     np.testing.assert_allclose(((minigrad.Tensor([2, 3]) * 1.0) ** -1).data, [0.5, 1 / 3])
+    # Only negative powers: x ** 0 of integers is ones, as in torch.
+    for exponent in (0, np.array([0, 1])):
+        ours = minigrad.Tensor([2, 3]) ** exponent
+        theirs = torch.tensor([2, 3]) ** torch.tensor(exponent)
+        np.testing.assert_array_equal(ours.data, theirs.numpy())
+        assert ours.dtype == np.int64
+
+
+def test_matmul_of_shapes_that_do_not_align_is_an_error_like_torch():
+    # Shapes the outer-product fast path ((n, 1) @ (1, m), a broadcast multiply) must not take:
+    # these would broadcast there and give a silently wrong product.
+    for a, b in [((2, 1), (2, 3)), ((3, 1), (2, 3)), ((4, 2, 1), (4, 2, 3)), ((3, 2), (1, 2)),
+                 ((1, 2), (1, 2))]:
+        with pytest.raises(RuntimeError):
+            torch.ones(a) @ torch.ones(b)
+        with pytest.raises(ValueError, match="matmul: shapes .* are not aligned"):
+            minigrad.Tensor(np.ones(a)) @ minigrad.Tensor(np.ones(b))
+
+
+@pytest.mark.parametrize("x_shape, y_base, y_shape", [
+    ((3, 3, 4, 5), (5, 6), (3, 5, 6)),  # 4-D @ a weight repeated over 3 (stride 0)
+    ((3, 2, 3), (1, 4), (3, 4)),        # 3-D @ a 2-D matrix of one repeated row
+    ((1, 2, 3), (3, 4), (5, 3, 4)),     # a batch of 1 broadcast against 5 repeats
+    ((5, 2, 3), (3, 4), (5, 3, 4)),     # the case the stride-0 fast path is for
+    ((1, 2, 3), (3, 4), (1, 3, 4)),     # and its batch of one
+])
+def test_matmul_of_broadcast_views_equals_torchs(x_shape, y_base, y_shape):
+    # vmap and expand give operands whose repeats share memory (stride 0); matmul's fast path
+    # for them must take only the shapes it is exact for.
+    rng = np.random.default_rng(0)
+    x, base = rng.normal(size=x_shape), rng.normal(size=y_base)
+    y = np.broadcast_to(base, y_shape)
+    assert y.strides[0] == 0
+    ours = (minigrad.Tensor(x) @ from_numpy(y)).data
+    np.testing.assert_allclose(ours, (torch.tensor(x) @ torch.tensor(y)).numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
+                                   np.int64])
+def test_cross_entropy_takes_class_indices_of_every_integer_dtype(dtype):
+    logits = np.array([[1.0, 2.0, 3.0], [0.0, 1.0, 0.0]])
+    expected = torch.nn.functional.cross_entropy(torch.tensor(logits), torch.tensor([2, 1])).item()
+    ours = F.cross_entropy(minigrad.Tensor(logits), np.array([2, 1], dtype=dtype)).item()
+    assert ours == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(IndexError, match=r"target values must be in \[0, 3\)"):
+        F.cross_entropy(minigrad.Tensor(logits), np.array([2, 3], dtype=dtype))
 
 
 def test_bad_dims_are_clear_errors_naming_the_op_shape_and_fix():

@@ -69,7 +69,8 @@ def test_copts_py_reads_every_list_copts_bzl_defines():
     flags = copts.read(path)
     assert set(flags) == defined
     assert flags["KERNEL_COPTS"][:len(flags["CXX_COPTS"])] == flags["CXX_COPTS"]
-    assert all(level and all(f.startswith("-") for f in level) for level in flags["X86_LEVEL_COPTS"].values())
+    for level in flags["X86_LEVEL_COPTS"].values():
+        assert level and all(flag.startswith("-") for flag in level)
 
 
 @pytest.mark.parametrize("line, flagged", [
