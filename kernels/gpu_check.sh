@@ -96,8 +96,8 @@ os.makedirs(entry_dir)
 entry = subprocess.Popen([sys.executable, "-c", "import json, sys; from torch.utils.cpp_extension import load; "
                           "load(name='warp_softmax_entry', sources=['kernels/torch_entry.cc'], "
                           "build_directory=sys.argv[1], is_python_module=False, "
-                          "extra_cflags=json.loads(sys.argv[2]))",
-                          entry_dir, json.dumps(flags["TORCH_COPTS"])])
+                          "extra_cflags=json.loads(sys.argv[2]), extra_ldflags=json.loads(sys.argv[3]))",
+                          entry_dir, json.dumps(flags["TORCH_COPTS"]), json.dumps(flags["TORCH_LINKOPTS"])])
 # softmax_cpu_level.cc once per x86-64 level, with its level's flags (X86_LEVEL_COPTS);
 # cpp_extension's one set of flags cannot do that, so these objects are linked in.
 levels = flags["X86_LEVEL_COPTS"]
@@ -172,7 +172,8 @@ pytest_step() {
 kernel_bench() {
   step "The kernels alone against a device copy (cuda_kernel_bench.cu, no torch)" 180 bash -c '
     set -e
-    mapfile -t copts < <("$2" tools/copts.py CUDA_COPTS)
+    copts="$("$2" tools/copts.py CUDA_COPTS)"  # (an assignment: set -e stops here if it fails)
+    mapfile -t copts <<< "$copts"
     "$CUDA_HOME/bin/nvcc" "${copts[@]}" -arch="$1" -I. -L"$CUDA_HOME/lib" \
       kernels/cuda_kernel_bench.cu kernels/softmax_cuda.cu -o "$WARP_SOFTMAX_BUILD/kernel_bench"
     if [[ "$1" == native ]]; then "$WARP_SOFTMAX_BUILD/kernel_bench"; else echo "built (no GPU to run it on)"; fi' \

@@ -250,7 +250,6 @@ class _OtherTypes(Exception):
     """Arrays of other shapes or dtypes than a compiled program takes."""
 
 
-
 def _structure(tree, arrays, key):
     """Appends tree's arrays (a Tensor's data, or a jit output's device buffer), in flatten's
     order, to `arrays`, and to `key` its structure: each container's type and length (or
