@@ -128,6 +128,12 @@ def log_softmax(x, dim=-1):
     return LogSoftmax.apply(_check_tensor("log_softmax", "input", x), dim)
 
 
+def out_of_range(target, classes):
+    """Whether an integer target holds a value outside [0, classes). One reduction checks both
+    bounds: read as unsigned, negative values are huge."""
+    return _max(target.view(_UNSIGNED[target.dtype.itemsize])) >= classes
+
+
 def check_target(shape, target):
     """Raises unless `target` holds one class index in [0, classes) per row of logits `shape`."""
     if len(shape) != 2:
@@ -139,9 +145,7 @@ def check_target(shape, target):
     if target.shape != (shape[0],):
         raise ValueError("cross_entropy: target shape %s does not match %d logits rows"
                          % (tuple(target.shape), shape[0]))
-    # One reduction checks both bounds: as unsigned, negative values are huge.
-    unsigned = target.view(_UNSIGNED[target.dtype.itemsize])
-    if shape[0] and _max(unsigned) >= shape[1]:
+    if shape[0] and out_of_range(target, shape[1]):
         raise IndexError("cross_entropy: target values must be in [0, %d), got %d..%d"
                          % (shape[1], target.min(), target.max()))
 
