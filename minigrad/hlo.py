@@ -61,7 +61,8 @@ def _inputs(args, grad):
     for leaf in leaves:
         if isinstance(leaf, (Tensor, np.ndarray)):
             array = leaf.data if isinstance(leaf, Tensor) else leaf
-            t = Tensor._wrap(np.asarray(_native(array), order="C"))  # (ascontiguousarray makes 0-d 1-d)
+            # (np.asarray with order="C": ascontiguousarray makes 0-d arrays 1-d)
+            t = Tensor._wrap(np.asarray(_native(array), order="C"))
             if grad and array.dtype.kind == "f":
                 t.requires_grad = True
             inputs.append(t)
