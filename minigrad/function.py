@@ -46,6 +46,12 @@ class Function:
     _freed = False
     _output_saved = False  # whether _saved holds the node's own output (a _SavedOutput)
     _recording = False
+    # Attributes of ctx that hold arrays backward reads (cross_entropy's log-probabilities,
+    # max's mask): freed with the saved tensors, as torch frees what its nodes save. Named, not
+    # found by a scan of the instance's __dict__ (reading __dict__ turns CPython's inline
+    # attribute values into a dict object); a Function of the user's keeps its attributes, as
+    # torch keeps ctx's.
+    _kept_arrays = ()
 
     @staticmethod
     def forward(ctx, *args):
@@ -121,19 +127,16 @@ class Function:
         return tuple(a.__class__ is Tensor and a.requires_grad for a in self.inputs)
 
     def _free(self):
-        """Drops what forward kept for backward: saved tensors, and arrays set on ctx. As torch
-        frees its saved tensors and keeps sizes, a node that kept neither (Add, Sum) can run
-        its backward again."""
-        state = self.__dict__
-        # Few nodes keep arrays (cross_entropy, max, indexing): a scan in C finds whether this
-        # one does before a loop in Python picks them out.
-        if np.ndarray in map(type, state.values()):
-            for key in [key for key, value in state.items() if value.__class__ is np.ndarray]:
-                del state[key]
-            self._freed = True
+        """Drops what forward kept for backward: saved tensors, and the arrays named in
+        _kept_arrays. As torch frees its saved tensors and keeps sizes, a node that kept
+        neither (Add, Sum) can run its backward again."""
         if self._saved:
-            del state["_saved"]
+            self._saved = ()
             self._freed = True
+        for name in self._kept_arrays:
+            if getattr(self, name).__class__ is np.ndarray:  # (an index may be a slice)
+                setattr(self, name, None)
+                self._freed = True
 
     def __repr__(self):
         return "<%sBackward>" % type(self).__name__

@@ -153,6 +153,8 @@ def check_target(shape, target):
 class CrossEntropy(Function):
     """Mean negative log-likelihood of integer class targets under softmax(logits)."""
 
+    _kept_arrays = ("log_probs",)
+
     @staticmethod
     def forward(ctx, logits, target):
         x = _floating(logits)

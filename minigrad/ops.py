@@ -415,6 +415,8 @@ def _max_mask(x, dim):
 class Max(Function):
     """max over one int dim, or over a tuple of dims / all (None); see _max_mask."""
 
+    _kept_arrays = ("mask",)
+
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
         if a.data.size == 0:
@@ -605,6 +607,8 @@ class Index(Function):
     that shares x's memory and version counter (under minigrad.no_grad(), w[0].zero_()
     changes w), advanced indexing a copy."""
 
+    _kept_arrays = ("index",)  # (freed when an array: a basic index is no tensor in torch)
+
     @staticmethod
     def forward(ctx, a, index):
         ctx.shape, ctx.index = a.shape, index
@@ -624,6 +628,8 @@ class Index(Function):
 
 class IndexAdd(Function):
     """zeros(shape) with `a` added at `index` (repeated indices accumulate)."""
+
+    _kept_arrays = ("index",)
 
     @staticmethod
     def forward(ctx, a, index, shape):

@@ -56,6 +56,34 @@ def test_a_second_backward_through_nodes_that_saved_nothing_runs_like_torch():
     np.testing.assert_array_equal(grads[0], grads[1])
 
 
+@pytest.mark.parametrize("op", ["cross_entropy", "max", "advanced_index", "basic_index"])
+def test_a_second_backward_through_nodes_that_kept_arrays_raises_as_torch_does(op):
+    """Nodes that keep arrays on ctx (log-probabilities, max's mask, an index array) free them
+    as torch frees their saved tensors; a basic index keeps nothing torch would free."""
+    def build(lib, tensor):
+        w = tensor([[1.0, 3.0, 2.0], [0.5, 0.1, 0.2]], requires_grad=True)
+        f = F if lib is minigrad else torch.nn.functional
+        if op == "cross_entropy":
+            target = np.array([1, 0]) if lib is minigrad else torch.tensor([1, 0])
+            return w, f.cross_entropy(w, target)
+        if op == "max":
+            return w, w.max()
+        index = (np.array([0, 1, 1]) if lib is minigrad else torch.tensor([0, 1, 1]))
+        return w, (w[index] if op == "advanced_index" else w[1]).sum()
+
+    outcomes = []
+    for lib, tensor in ((minigrad, minigrad.Tensor), (torch, torch.tensor)):
+        w, y = build(lib, tensor)
+        y.backward()
+        try:
+            y.backward()
+            outcomes.append(("ran", w.grad.numpy().tolist()))
+        except RuntimeError as e:
+            assert "a second time" in str(e)
+            outcomes.append(("raised", None))
+    assert outcomes[0] == outcomes[1]
+
+
 def test_retain_graph_allows_a_second_backward_that_accumulates():
     x = leaf(3)
     y = (x.exp() * x).sum()
