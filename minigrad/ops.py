@@ -527,6 +527,9 @@ class ReLU(_OfOutput):
         return relu_mask(grad, y)
 
 
+_SAME_SIZE_INT = {n: np.dtype("i%d" % n) for n in (1, 2, 4, 8)}  # (made per call: 0.2 us)
+
+
 def relu_mask(grad, y):
     """grad where relu's output y is > 0 or NaN, else 0: torch's threshold_backward(grad, y, 0)
     for both relu's gradient and its tangent. A product with the mask (y > 0) would make a
@@ -537,7 +540,7 @@ def relu_mask(grad, y):
     # bookkeeping (half this rule's time at a batch of 64). The select as a bit mask, all ones
     # or zero, built in place: as fast as a product with (y > 0) (64x128 float32: 4.3 us;
     # np.where took 10.4 us), and a product cannot select (NaN * 0 is NaN).
-    bits = np.dtype("i%d" % grad.data.itemsize)
+    bits = _SAME_SIZE_INT[grad.data.itemsize]
     keep = (y.data <= 0).astype(bits)
     keep -= 1  # 0 where y <= 0, else -1: every bit set
     keep &= grad.data.view(bits)
