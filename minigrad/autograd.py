@@ -87,20 +87,23 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None):
     captured_nodes = {t.grad_fn: t for t in capture if t.grad_fn is not None} if capture else {}
     # ids of arrays a leaf's .grad must not take as they are: those given to leaves in this
     # pass, and the caller's own gradients (a pass-through op hands one on unchanged).
-    delivered = {id(g.data) for g in grads}
+    delivered = set()
+    for g in grads:  # (a loop: a comprehension is a call of its own)
+        delivered.add(id(g.data))
     prev = _State.enabled
     _State.enabled = create_graph
     try:
         # The outputs receive their gradients first, through the loop that then sends each
         # node's gradients to its inputs (_initial_grads checked their shapes and dtypes).
-        node, sends = None, zip(outputs, grads)
+        node, input_grads = None, grads
+        sends = zip(outputs, grads)
         while True:
-            for index, (value, g) in enumerate(sends):
+            for value, g in sends:
                 if g is None or value.__class__ is not Tensor or not value._requires_grad:
                     continue
                 got, expected = g.data, value.data
                 if got.shape != expected.shape:  # (the arrays': under vmap, both batched)
-                    g = _fit(node, index, g, expected.shape)
+                    g = _fit(node, input_grads, value, g)
                 if got.dtype is not expected.dtype and got.dtype != expected.dtype:
                     # a mixed-dtype operation's gradient: its input's dtype (float32 x * a
                     # float64 y gives x a float32 gradient, as in torch)
@@ -122,7 +125,7 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None):
             if node._freed:
                 raise RuntimeError(FREED_MESSAGE)
             input_grads = node.backward(node, grad)
-            if not isinstance(input_grads, tuple):
+            if input_grads.__class__ is not tuple:
                 input_grads = (input_grads,)
             inputs = node.inputs
             if len(input_grads) != len(inputs):
@@ -135,15 +138,19 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None):
     return leaf_grads
 
 
-def _fit(node, index, grad, shape):
-    """A gradient rule's result of another shape than its input (torch's validate_outputs): one
-    the input broadcasts to is summed back to the input's shape; any other is the rule's bug."""
-    got = grad.data.shape
+def _fit(node, input_grads, value, grad):
+    """A gradient rule's result of another shape than its input `value` (torch's
+    validate_outputs): one the input broadcasts to is summed back to the input's shape; any
+    other is the rule's bug."""
+    got, shape = grad.data.shape, value.data.shape
     try:
         fits = np.broadcast_shapes(shape, got) == got
     except ValueError:
         fits = False
     if not fits:
+        # (found here, not counted in the engine's loop, which runs for every gradient)
+        index = next(i for i, (v, g) in enumerate(zip(node.inputs, input_grads))
+                     if v is value and g is grad)
         raise RuntimeError("Function %sBackward returned an invalid gradient at index %d - got %s "
                            "but expected shape compatible with %s"
                            % (type(node).__name__, index, list(got), list(shape)))

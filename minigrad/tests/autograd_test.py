@@ -210,6 +210,27 @@ def test_a_custom_gradient_of_a_broadcast_shape_is_summed_and_any_other_is_an_er
         minigrad.gradcheck(_scale(minigrad.Function, (2, 4)).apply, leaf(3))
 
 
+def test_an_invalid_gradient_is_reported_at_its_own_index_when_one_tensor_is_returned_twice():
+    def passes_grad_to_both(base):
+        class PassBoth(base):
+            @staticmethod
+            def forward(ctx, a, b):
+                return a * 1
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad, grad  # fits a (3,), not b (5,)
+        return PassBoth
+
+    message = (r"PassBothBackward returned an invalid gradient at index 1 - got \[3\] but "
+               r"expected shape compatible with \[5\]")
+    for base, tensor in ((minigrad.Function, minigrad.Tensor), (torch.autograd.Function,
+                                                                torch.tensor)):
+        a, b = (tensor(np.ones(n), requires_grad=True) for n in (3, 5))
+        with pytest.raises(RuntimeError, match=message):
+            passes_grad_to_both(base).apply(a, b).sum().backward()
+
+
 def test_data_changed_in_place_after_being_saved_is_an_error_not_a_wrong_gradient():
     w = leaf(3)
     x = leaf(3, seed=1)
