@@ -238,12 +238,13 @@ class Linear(Function):
     def backward(ctx, grad):
         ctx.saved_tensors  # raises if freed or modified in place
         x, weight, bias = ctx.inputs
-        needs = x._requires_grad, weight._requires_grad, bias is not None and bias._requires_grad
+        need_bias = bias is not None and bias._requires_grad
         if _State.enabled or _State.transforms:  # recorded, or seen by a transform: on Tensors
-            return _linear_vjp(grad, x, weight, *needs)
+            return _linear_vjp(grad, x, weight, x._requires_grad, weight._requires_grad, need_bias)
         # Nothing records (a first-order backward): the same rule on the arrays, without six
         # recorded operations' bookkeeping; this runs once per layer per training step.
-        gx, gw, gb = _linear_vjp(grad.data, x.data, weight.data, *needs)
+        gx, gw, gb = _linear_vjp(grad.data, x.data, weight.data, x._requires_grad,
+                                 weight._requires_grad, need_bias)
         wrap = Tensor._wrap
         return (gx if gx is None else wrap(gx), gw if gw is None else wrap(gw),
                 gb if gb is None else wrap(gb))
@@ -251,15 +252,23 @@ class Linear(Function):
 
 def _linear_vjp(grad, x, weight, need_x, need_weight, need_bias):
     """Linear's gradients, in operators that ndarrays and Tensors share (so one rule serves
-    both: see Linear.backward)."""
-    gx = grad @ ops._conj(weight) if need_x else None
+    both: see Linear.backward). The 2-D case comes first, and conj is called for complex
+    operands only: the general form's calls and tuple of axes cost the digits MLP's step 3 us
+    (the step timed with each form in turn in one process, Intel Xeon family 6 model 167)."""
+    if x.dtype.kind == "c" or weight.dtype.kind == "c":  # (conj of a real operand: itself)
+        x, weight = ops._conj(x), ops._conj(weight)
+    gx = grad @ weight if need_x else None
     gw = gb = None
-    if need_weight:
-        g2 = grad if grad.ndim == 2 else grad.reshape(-1, grad.shape[-1])
-        x2 = x if x.ndim == 2 else x.reshape(-1, x.shape[-1])
-        gw = g2.T @ ops._conj(x2)
-    if need_bias:
-        gb = grad.sum(tuple(range(grad.ndim - 1))) if grad.ndim > 1 else grad
+    if grad.ndim == 2:
+        if need_weight:
+            gw = grad.T @ x
+        if need_bias:
+            gb = grad.sum(0)
+    else:  # leading dims of any number: rows of a matrix for the weight, summed for the bias
+        if need_weight:
+            gw = grad.reshape(-1, grad.shape[-1]).T @ x.reshape(-1, x.shape[-1])
+        if need_bias:
+            gb = grad.sum(tuple(range(grad.ndim - 1))) if grad.ndim > 1 else grad
     return gx, gw, gb
 
 
