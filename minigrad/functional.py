@@ -137,7 +137,10 @@ def log_softmax(x, dim=-1):
 
 def out_of_range(target, classes):
     """Whether an integer target holds a value outside [0, classes). One reduction checks both
-    bounds: read as unsigned, negative values are huge."""
+    bounds: read as unsigned, negative values are large. A narrow signed type is widened first
+    when its negative values, so read, could be below `classes` (int8's -1 reads as 255)."""
+    if target.dtype.kind == "i" and classes > 1 << (8 * target.dtype.itemsize - 1):
+        target = target.astype(np.int64)
     return _max(target.view(_UNSIGNED[target.dtype.itemsize])) >= classes
 
 
