@@ -79,11 +79,6 @@ def _dim(op, shape, dim):
     return dims.normalize(dim, len(shape), op, shape=shape)
 
 
-def _floating(x):
-    """x's array, integers and booleans promoted to float64."""
-    return floating(x.data)
-
-
 class _RowwiseSoftmax(Function):
     """softmax-like along `dim`; the output is saved (the gradient is a function of it)."""
 
@@ -92,7 +87,7 @@ class _RowwiseSoftmax(Function):
     @classmethod
     def forward(cls, ctx, x, dim):
         ctx.dim = dim = _dim(cls.op, x.shape, dim)
-        data = _floating(x)
+        data = floating(x.data)
         # A 0-d tensor is a row of one.
         out = Tensor._wrap(cls.fn(data.reshape(1), 0).reshape(()) if data.ndim == 0
                            else cls.fn(data, dim))
@@ -167,7 +162,7 @@ class CrossEntropy(Function):
 
     @staticmethod
     def forward(ctx, logits, target):
-        x = _floating(logits)
+        x = floating(logits.data)
         target = target.data if isinstance(target, Tensor) else target
         check_target(x.shape, target)
         n = x.shape[0]
@@ -192,7 +187,7 @@ class CrossEntropyGrad(Function):
     @staticmethod
     def forward(ctx, logits, target, grad, log_probs=None):
         # log_probs: log_softmax(logits) from CrossEntropy's forward, if at hand.
-        out = np.exp(log_probs) if log_probs is not None else _softmax(_floating(logits), 1)
+        out = np.exp(log_probs) if log_probs is not None else _softmax(floating(logits.data), 1)
         n = out.shape[0]
         if n:  # (an empty batch's gradient is empty)
             out[np.arange(n), _data(target)] -= 1
