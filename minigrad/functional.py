@@ -266,7 +266,7 @@ def _linear_vjp(grad, x, weight, need_x, need_weight, need_bias):
         if need_weight:
             gw = grad.reshape(-1, grad.shape[-1]).T @ x.reshape(-1, x.shape[-1])
         if need_bias:
-            gb = grad.sum(tuple(range(grad.ndim - 1))) if grad.ndim > 1 else grad
+            gb = grad if grad.ndim == 1 else grad.sum(tuple(range(grad.ndim - 1)))
     return gx, gw, gb
 
 

@@ -327,6 +327,16 @@ def test_cross_entropy_and_softmax_are_stable_for_large_logits():
     np.testing.assert_allclose(F.softmax(minigrad.Tensor(big)).data, torch.softmax(torch.tensor(big), -1))
 
 
+def test_float16_softmax_and_log_softmax_are_stable_for_large_logits_like_torch():
+    # float16 takes the NumPy path (the kernel serves float32 and float64), where the row's
+    # maximum must be subtracted: 30000 + 30000 overflows float16.
+    big = np.array([[3e4, 0.0, -100.0], [-3e4, 2.0, 1.0]], np.float16)
+    for mine, theirs in ((F.softmax, torch.softmax), (F.log_softmax, torch.log_softmax)):
+        out = mine(minigrad.Tensor(big)).data
+        assert out.dtype == np.float16 and np.isfinite(out).all()
+        np.testing.assert_allclose(out, theirs(torch.tensor(big), -1).numpy(), rtol=2e-3)
+
+
 def test_float32_stays_float32():
     x = minigrad.Tensor(np.ones((2, 3), np.float32), requires_grad=True)
     y = (2.0 * x + 1).exp() / 3

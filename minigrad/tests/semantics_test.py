@@ -250,18 +250,26 @@ def test_complex_vector_jacobian_products_are_conjugated_like_torch(name):
         np.testing.assert_allclose(m, t, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("complex_ones", ["all", "input", "weight"])
 @pytest.mark.parametrize("create_graph", [False, True], ids=["on arrays", "recorded"])
-def test_complex_linear_gradients_are_conjugated_like_torch(create_graph):
-    # linear's rule runs on arrays in a plain backward and on Tensors under create_graph.
+def test_complex_linear_gradients_are_conjugated_like_torch(create_graph, complex_ones):
+    # linear's rule runs on arrays in a plain backward and on Tensors under create_graph. torch's
+    # linear takes one dtype: its reference holds the real operands as complex, and a real
+    # operand's gradient is the real part of that (as torch gives a real input elsewhere).
     rng = np.random.default_rng(3)
-    c = lambda *shape: rng.normal(size=shape) + 1j * rng.normal(size=shape)
-    x, w, b, g = c(4, 3), c(2, 3), c(2), c(4, 2)
-    mine = [minigrad.Tensor(v, requires_grad=True) for v in (x, w, b)]
-    theirs = [torch.tensor(v, requires_grad=True) for v in (x, w, b)]
+    real = {"all": (), "input": ("w", "b"), "weight": ("x", "b")}[complex_ones]
+    shapes = {"x": (4, 3), "w": (2, 3), "b": (2,)}
+    values = {k: rng.normal(size=shape) + (0 if k in real else 1j * rng.normal(size=shape))
+              for k, shape in shapes.items()}
+    g = rng.normal(size=(4, 2)) + 1j * rng.normal(size=(4, 2))
+    mine = [minigrad.Tensor(values[k], requires_grad=True) for k in "xwb"]
+    theirs = [torch.tensor(values[k] + 0j, requires_grad=True) for k in "xwb"]
     F.linear(*mine).backward(minigrad.Tensor(g), create_graph=create_graph)
     torch.nn.functional.linear(*theirs).backward(torch.tensor(g))
-    for m, t in zip(mine, theirs):
-        np.testing.assert_allclose(m.grad.data, t.grad.numpy(), rtol=1e-10, atol=1e-12)
+    for k, m, t in zip("xwb", mine, theirs):
+        expected = t.grad.numpy().real if k in real else t.grad.numpy()
+        assert m.grad.dtype == values[k].dtype
+        np.testing.assert_allclose(m.grad.data, expected, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("name,constant", [
