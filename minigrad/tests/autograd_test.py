@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import minigrad
-from minigrad import functional as F, hlo
+from minigrad import functional as F
 
 
 def leaf(*shape, seed=0):
@@ -290,41 +290,6 @@ def test_cross_entropy_rejects_bad_targets():
         F.cross_entropy(logits, np.array([0, 1]))
     # A minigrad Tensor of integers is accepted as well as a NumPy array.
     assert F.cross_entropy(logits, minigrad.Tensor(np.array([0, 1, 2]))).shape == ()
-
-
-@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16])
-@pytest.mark.parametrize("classes", [4, 200, 300])
-def test_cross_entropy_rejects_targets_out_of_range_in_every_integer_dtype(dtype, classes):
-    """A negative target read as unsigned is a large number, which must be out of range however
-    many classes there are: int8's -1 is 255, below 300 classes (it picked class 255 once)."""
-    logits = leaf(3, classes)
-    bad = [classes - 1, 0, -1] if np.issubdtype(dtype, np.signedinteger) else [0, 1, classes]
-    if np.iinfo(dtype).max < classes:
-        bad = [0, 1, -1] if np.issubdtype(dtype, np.signedinteger) else None
-    if bad is not None:
-        with pytest.raises(IndexError, match=r"in \[0, %d\)" % classes):
-            F.cross_entropy(logits, np.array(bad).astype(dtype))
-        jit = hlo.jit(lambda x, t: F.cross_entropy(x, t))
-        with pytest.raises(IndexError, match=r"in \[0, %d\)" % classes):
-            jit(logits.data, np.array(bad).astype(dtype))
-    good = np.array([0, min(classes, np.iinfo(dtype).max) - 1, 1]).astype(dtype)
-    expected = torch.nn.functional.cross_entropy(torch.tensor(logits.data),
-                                                 torch.tensor(good.astype(np.int64)))
-    np.testing.assert_allclose(F.cross_entropy(logits, good).item(), expected.item(), rtol=1e-12)
-
-
-def test_cross_entropy_and_softmax_are_stable_for_large_logits():
-    big = np.array([[1e4, 0.0, -1e4], [5e3, 5e3, 0.0]])
-    x = minigrad.Tensor(big, requires_grad=True)
-    xt = torch.tensor(big, requires_grad=True)
-    loss = F.cross_entropy(x, np.array([1, 0]))
-    loss_t = torch.nn.functional.cross_entropy(xt, torch.tensor([1, 0]))
-    loss.backward()
-    loss_t.backward()
-    assert np.isfinite(loss.item())
-    np.testing.assert_allclose(loss.item(), loss_t.item(), rtol=1e-12)
-    np.testing.assert_allclose(x.grad.data, xt.grad.numpy(), atol=1e-12)
-    np.testing.assert_allclose(F.softmax(minigrad.Tensor(big)).data, torch.softmax(torch.tensor(big), -1))
 
 
 def test_float16_softmax_and_log_softmax_are_stable_for_large_logits_like_torch():

@@ -6,7 +6,7 @@ import torch
 
 import minigrad
 from minigrad import functional as F
-from minigrad import optim
+from minigrad import hlo, optim
 from minigrad.tensor import from_numpy
 
 torch.set_default_dtype(torch.float64)  # minigrad's default float dtype is float64
@@ -397,15 +397,26 @@ def test_matmul_of_broadcast_views_equals_torchs(x_shape, y_base, y_shape):
     np.testing.assert_allclose(ours, (torch.tensor(x) @ torch.tensor(y)).numpy(), rtol=1e-12)
 
 
+@pytest.mark.parametrize("classes", [3, 200, 300])
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
                                    np.int64])
-def test_cross_entropy_takes_class_indices_of_every_integer_dtype(dtype):
-    logits = np.array([[1.0, 2.0, 3.0], [0.0, 1.0, 0.0]])
-    expected = torch.nn.functional.cross_entropy(torch.tensor(logits), torch.tensor([2, 1])).item()
-    ours = F.cross_entropy(minigrad.Tensor(logits), np.array([2, 1], dtype=dtype)).item()
+def test_cross_entropy_takes_class_indices_of_every_integer_dtype(dtype, classes):
+    """...and refuses those out of range, eagerly and through hlo.jit. Read as unsigned (one
+    reduction checks both bounds), a negative index must still be out of range: int8's -1
+    reads as 255, below 300 classes (it picked class 255 once)."""
+    logits = np.random.default_rng(0).normal(size=(3, classes))
+    top = min(classes, np.iinfo(dtype).max + 1) - 1
+    good = np.array([top, 1, 0])
+    expected = torch.nn.functional.cross_entropy(torch.tensor(logits), torch.tensor(good)).item()
+    ours = F.cross_entropy(minigrad.Tensor(logits), good.astype(dtype)).item()
     assert ours == pytest.approx(expected, rel=1e-12)
-    with pytest.raises(IndexError, match=r"target values must be in \[0, 3\)"):
-        F.cross_entropy(minigrad.Tensor(logits), np.array([2, 3], dtype=dtype))
+    bad = [[2, 1, -1]] if np.issubdtype(dtype, np.signedinteger) else []
+    bad += [[2, classes, 0]] if np.iinfo(dtype).max >= classes else []
+    jit = hlo.jit(lambda x, t: F.cross_entropy(x, t))
+    for target in bad:
+        for f in (lambda x, t: F.cross_entropy(minigrad.Tensor(x), t), jit):
+            with pytest.raises(IndexError, match=r"target values must be in \[0, %d\)" % classes):
+                f(logits, np.array(target).astype(dtype))
 
 
 def test_bad_dims_are_clear_errors_naming_the_op_shape_and_fix():
