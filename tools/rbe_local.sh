@@ -5,7 +5,7 @@
 #   tools/rbe_local.sh workers N         replaces the bots by N new ones (empty caches)
 #   tools/rbe_local.sh stop              stops everything by pid, deletes its state
 #   tools/rbe_local.sh prepare           only creates BuildGrid's Python environment
-#   tools/rbe_local.sh status            what runs, with pids
+#   tools/rbe_local.sh status            what runs, with pids; exit 3 unless BuildGrid runs
 #   tools/rbe_local.sh state             prints the state folder
 #   tools/rbe_local.sh image             prints the executor image's folders, one a line
 #
@@ -143,6 +143,9 @@ stop() {
   say "stopped"
 }
 
+# Exits 0 only while BuildGrid runs: a state folder a killed run left behind
+# (its processes gone) is "not running", so callers start a server (start()
+# clears the leftovers) instead of pointing Bazel at a closed port.
 status() {
   local pidfile
   [ -d "$STATE" ] || { echo "not running"; return 3; }
@@ -151,6 +154,7 @@ status() {
     else echo "$(basename "$pidfile" .pid): not running"; fi
   done
   echo "state: $STATE"
+  pid_alive "$STATE/buildgrid.pid" || return 3
 }
 
 case "${1:-}" in

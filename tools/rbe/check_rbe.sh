@@ -49,14 +49,18 @@ run() {
   start=$(date +%s.%N)
   ./bazelw --output_base="$work/base$n" test "${ALL[@]}" --config=rbe $NO_LINKS "$@" >"$log" 2>&1 || rc=$?
   end=$(date +%s.%N)
-  line="$(grep -E '^INFO: [0-9]+ processes' "$log" | tail -1)"
   if [ "$rc" != 0 ]; then
     tail -40 "$log" >&2
-    # The failing targets and Bazel's first errors, for the one line CI's summary keeps.
-    why="$(grep -E '^(FAILED|TIMEOUT|FLAKY|NO STATUS): //|^ERROR: ' "$log" |
-      grep -v 'did NOT complete' | head -3 | cut -c1-200 | paste -sd';' -)"
-    abort "run $n failed (exit $rc): ${why:-see the log above}"
+    # The failing targets and Bazel's first errors, for the one line CI's summary
+    # keeps; else its last line. (`|| true`: under pipefail a grep that finds
+    # nothing would end the script here, silently.)
+    why="$({ grep -E '^(FAIL|FAILED|TIMEOUT|FLAKY|NO STATUS): //|^(ERROR|FATAL): ' "$log" ||
+      grep -v '^$' "$log" | tail -1; } | grep -v 'did NOT complete' | head -3 | cut -c1-200 |
+      paste -sd';' - || true)"
+    abort "run $n failed (exit $rc): ${why:-it printed nothing}"
   fi
+  line="$(grep -E '^INFO: [0-9]+ processes' "$log" | tail -1 || true)"
+  [ -n "$line" ] || abort "run $n printed no 'INFO: N processes' line to count its actions"
   # Bazel 4.2: "INFO: 140 processes: 100 remote cache hit, 30 internal, 10 remote."
   python3 - "$n" "$line" "$start" "$end" "$work/figures" <<'EOF'
 import re, sys
