@@ -9,6 +9,8 @@ are promoted to float64, minigrad's default float dtype (torch promotes to its o
 default; a loss of integer logits is not rounded to an integer).
 """
 
+import functools
+
 import numpy as np
 
 from kernels import dims
@@ -261,13 +263,32 @@ def _linear_vjp(grad, x, weight, need_x, need_weight, need_bias):
         if need_weight:
             gw = grad.T @ x
         if need_bias:
-            gb = grad.sum(0)
+            gb = _sum_rows(grad)
     else:  # leading dims of any number: rows of a matrix for the weight, summed for the bias
         if need_weight:
             gw = grad.reshape(-1, grad.shape[-1]).T @ x.reshape(-1, x.shape[-1])
         if need_bias:
             gb = grad if grad.ndim == 1 else grad.sum(tuple(range(grad.ndim - 1)))
     return gx, gw, gb
+
+
+_BLAS_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
+
+
+def _sum_rows(grad):
+    """grad.sum(0): a bias's gradient. An array of a BLAS dtype is summed as a product with a
+    vector of ones, one gemv, which ndarray.sum's strided reduction over rows takes 2.5x as long
+    as (64x128 float32: 0.9 against 2.2 us, Intel Xeon family 6 model 167)."""
+    if grad.__class__ is np.ndarray and grad.dtype in _BLAS_DTYPES:
+        return _ones(grad.shape[0], grad.dtype) @ grad
+    return grad.sum(0)
+
+
+@functools.lru_cache(maxsize=16)
+def _ones(n, dtype):
+    ones = np.ones(n, dtype)
+    ones.flags.writeable = False  # shared by every call
+    return ones
 
 
 def linear(x, weight, bias=None):

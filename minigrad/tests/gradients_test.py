@@ -124,3 +124,21 @@ def test_where_gradients_reach_both_branches_like_torch_where():
     (torch.where(torch.from_numpy(cond), *theirs) * torch.from_numpy(r)).sum().backward()
     for m, t in zip(mine, theirs):
         np.testing.assert_allclose(m.grad.data, t.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "float16"])
+@pytest.mark.parametrize("batch", [0, 1, 64])
+def test_linear_gradients_match_torch_in_each_dtype_and_batch(dtype, batch):
+    # A plain backward takes linear's rule on arrays, where a BLAS dtype's bias gradient is a
+    # product with a vector of ones (others: ndarray.sum); an empty batch gives zeros.
+    rng = np.random.default_rng(batch)
+    arrays = [rng.standard_normal(shape).astype(dtype) for shape in ((batch, 6), (5, 6), (5,))]
+    grad = rng.standard_normal((batch, 5)).astype(dtype)
+    mine = [minigrad.Tensor(a, requires_grad=True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    minigrad.functional.linear(*mine).backward(minigrad.Tensor(grad))
+    torch.nn.functional.linear(*theirs).backward(torch.tensor(grad))
+    tol = {"float16": 2e-2, "float32": 1e-5, "complex64": 1e-5}.get(dtype, 1e-12)
+    for m, t in zip(mine, theirs):
+        assert m.grad.dtype == t.grad.numpy().dtype
+        np.testing.assert_allclose(m.grad.data, t.grad.numpy(), rtol=tol, atol=tol)
