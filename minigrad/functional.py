@@ -161,6 +161,7 @@ class CrossEntropy(Function):
     """Mean negative log-likelihood of integer class targets under softmax(logits)."""
 
     _kept_arrays = ("log_probs",)
+    _forward_on_arrays = True
 
     @staticmethod
     def forward(ctx, logits, target):
@@ -221,6 +222,8 @@ def cross_entropy(logits, target):
 
 class Linear(Function):
     """x @ weight.T + bias as one node (as torch's addmm): one graph node per layer."""
+
+    _forward_on_arrays = True
 
     @staticmethod
     def forward(ctx, x, weight, bias):

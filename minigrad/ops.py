@@ -445,6 +445,7 @@ class _OfOutput(Function):
 
     fn = None
     to_float = True  # whether integer and boolean inputs are computed as float64 (not relu)
+    _forward_on_arrays = True
 
     @classmethod
     def forward(cls, ctx, a):

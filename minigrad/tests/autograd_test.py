@@ -333,3 +333,36 @@ def test_softmax_kernel_and_numpy_paths_agree(monkeypatch):
     with_numpy = [F.softmax(minigrad.Tensor(x), d).data for d in (0, 1)] + [F.log_softmax(minigrad.Tensor(x)).data]
     for a, b in zip(with_kernel, with_numpy):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+def _subclasses(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
+
+
+def test_forwards_run_with_recording_on_apply_no_function(monkeypatch):
+    # apply runs a Function flagged _forward_on_arrays without turning recording off: were
+    # its forward to apply another Function, that one would be recorded into the graph.
+    from minigrad.function import Function
+    from minigrad.tests.op_table import CASES
+    from minigrad.tests.torch_compare import MinigradLib
+    flagged = [c for c in _subclasses(Function) if c.__dict__.get("_forward_on_arrays")]
+    assert {c.__name__ for c in flagged} >= {"Linear", "CrossEntropy", "_OfOutput"}
+    inside, nested = [], []
+    apply = Function.apply.__func__
+
+    def watched_apply(cls, *args):
+        if inside:
+            nested.append((inside[-1], cls.__name__))
+        if cls._forward_on_arrays:
+            inside.append(cls.__name__)
+            try:
+                return apply(cls, *args)
+            finally:
+                inside.pop()
+        return apply(cls, *args)
+    monkeypatch.setattr(Function, "apply", classmethod(watched_apply))
+    for name, (fn, arrays) in CASES.items():
+        fn(MinigradLib, *[minigrad.Tensor(a, requires_grad=True) for a in arrays])
+    assert nested == []
