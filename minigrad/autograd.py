@@ -18,6 +18,8 @@ from minigrad.function import FREED_MESSAGE
 from minigrad.grad_mode import _State
 from minigrad.tensor import Tensor
 
+_wrap = Tensor._wrap
+
 
 def _nodes(roots):
     """Every node reachable from `roots` (None entries allowed), in no particular order."""
@@ -60,7 +62,7 @@ def _initial_grads(outputs, grad_outputs):
                                    "(as in torch); pass a gradient, or take .real of a loss")
             # (np.ones_like costs five times as much for the usual one-element loss)
             one = np.array(1, dtype=out.data.dtype)
-            grads.append(Tensor._wrap(one.reshape(out.data.shape) if out.data.ndim else one))
+            grads.append(_wrap(one.reshape(out.data.shape) if out.data.ndim else one))
             continue
         if not isinstance(g, Tensor):
             g = Tensor(g)
@@ -181,7 +183,7 @@ def _deliver(leaf, grad, create_graph, into, delivered):
         # another: views, and arrays already handed to another leaf, are copied.
         array = grad.data
         if not create_graph and (array.base is not None or id(array) in delivered):
-            grad = Tensor._wrap(array.copy())
+            grad = _wrap(array.copy())
         delivered.add(id(grad.data))
         leaf.grad = grad
     else:

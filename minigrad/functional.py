@@ -20,6 +20,8 @@ from minigrad.function import Function
 from minigrad.grad_mode import _State
 from minigrad.tensor import Tensor
 
+_wrap = Tensor._wrap  # (bound once: Tensor._wrap looks the classmethod up and binds it per call)
+
 try:  # warp_softmax's C++ kernels, when the kernels package is built (its pybind11 module)
     from kernels import warp_softmax_numpy as _kernel
 except ImportError:
@@ -91,7 +93,7 @@ class _RowwiseSoftmax(Function):
         ctx.dim = dim = _dim(cls.op, x.shape, dim)
         data = floating(x.data)
         # A 0-d tensor is a row of one.
-        out = Tensor._wrap(cls.fn(data.reshape(1), 0).reshape(()) if data.ndim == 0
+        out = _wrap(cls.fn(data.reshape(1), 0).reshape(()) if data.ndim == 0
                            else cls.fn(data, dim))
         ctx.save_for_backward(out)
         return out
@@ -174,7 +176,7 @@ class CrossEntropy(Function):
         ctx.save_for_backward(logits)
         # An empty batch gives nan, as in torch.
         loss = -_sum(log_probs[np.arange(n), target]) / n if n else np.nan
-        return Tensor._wrap(np.asarray(loss, dtype=x.dtype))
+        return _wrap(np.asarray(loss, dtype=x.dtype))
 
     @staticmethod
     def backward(ctx, grad):
@@ -198,7 +200,7 @@ class CrossEntropyGrad(Function):
             # rounded to out's dtype once, as in float32 and float64 before; in float16 it is
             # closer than before, as n is no longer rounded to a float16 first.
             out *= grad.data.item() / n
-        return Tensor._wrap(out)
+        return _wrap(out)
 
     @staticmethod
     def backward(ctx, g):
@@ -235,7 +237,7 @@ class Linear(Function):
                              % (tuple(x.shape), tuple(weight.shape))) from None
         if bias is not None:
             out += bias.data
-        return Tensor._wrap(out)
+        return _wrap(out)
 
     @staticmethod
     def backward(ctx, grad):
@@ -248,9 +250,8 @@ class Linear(Function):
         # recorded operations' bookkeeping; this runs once per layer per training step.
         gx, gw, gb = _linear_vjp(grad.data, x.data, weight.data, x._requires_grad,
                                  weight._requires_grad, need_bias)
-        wrap = Tensor._wrap
-        return (gx if gx is None else wrap(gx), gw if gw is None else wrap(gw),
-                gb if gb is None else wrap(gb))
+        return (gx if gx is None else _wrap(gx), gw if gw is None else _wrap(gw),
+                gb if gb is None else _wrap(gb))
 
 
 def _linear_vjp(grad, x, weight, need_x, need_weight, need_bias):
