@@ -363,6 +363,6 @@ def test_forwards_run_with_recording_on_apply_no_function(monkeypatch):
                 inside.pop()
         return apply(cls, *args)
     monkeypatch.setattr(Function, "apply", classmethod(watched_apply))
-    for name, (fn, arrays) in CASES.items():
+    for fn, arrays in CASES.values():
         fn(MinigradLib, *[minigrad.Tensor(a, requires_grad=True) for a in arrays])
     assert nested == []
