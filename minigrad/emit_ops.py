@@ -89,8 +89,8 @@ class Emitter:
         return self.broadcast(name, array.shape, dtype, shape)
 
     def reduce(self, name, shape, dtype, axes, kind):
-        """Reduces `axes` of a (shape, dtype) value with stablehlo.add or maximum."""
-        init = 0 if kind == "add" else (-np.inf if np.dtype(dtype).kind == "f" else np.iinfo(dtype).min)
+        """Reduces `axes` of a (shape, dtype) value with stablehlo.add, maximum or or."""
+        init = 0 if kind in ("add", "or") else (-np.inf if np.dtype(dtype).kind == "f" else np.iinfo(dtype).min)
         zero = self.value(np.array(init, dtype))
         out = tuple(n for i, n in enumerate(shape) if i not in axes)
         return self.op("stablehlo.reduce(%s init: %s) applies stablehlo.%s across dimensions = %s"
@@ -302,6 +302,27 @@ def _onehot(em, target, shape, dtype):
     iota = em.op("stablehlo.iota dim = 1", shape, t.dtype)
     hit = em.op("stablehlo.compare EQ, %s, %s" % (index, iota), shape, bool, [em.type(shape, t.dtype)] * 2)
     return em.cast(hit, shape, bool, dtype)
+
+
+def targets_out_of_range(em, inputs):
+    """A tensor<i1>: whether any class-index input (em.target_checks) of a non-empty batch holds
+    a value outside [0, classes). jit's programs return it, so that a call checks its targets
+    by reading one flag rather than running out_of_range on each (Emitter.target_checks)."""
+    flag = None
+    for k, shape in em.target_checks.items():
+        t = inputs[k].data
+        if not shape[0]:
+            continue
+        name, types = "%%arg%d" % k, [em.type(t.shape, t.dtype)] * 2
+        bad = em.op("stablehlo.compare LT, %s, %s" % (name, em.operand(0, t.shape, t.dtype)),
+                    t.shape, bool, types)
+        if shape[1] <= np.iinfo(t.dtype).max:  # (else no value of the dtype reaches classes)
+            high = em.op("stablehlo.compare GE, %s, %s" % (name, em.operand(shape[1], t.shape, t.dtype)),
+                         t.shape, bool, types)
+            bad = em.op("stablehlo.or %s, %s" % (bad, high), t.shape, bool)
+        bad = em.reduce(bad, t.shape, bool, (0,), "or")
+        flag = bad if flag is None else em.op("stablehlo.or %s, %s" % (flag, bad), (), bool)
+    return flag
 
 
 def _cross_entropy(em, args, out):

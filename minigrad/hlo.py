@@ -21,10 +21,10 @@ the device.
 import numpy as np
 
 from minigrad import autograd
-from minigrad.emit_ops import EMIT, Emitter
-from minigrad.functional import check_target, out_of_range
+from minigrad.emit_ops import EMIT, Emitter, targets_out_of_range
+from minigrad.functional import check_target
 from minigrad.levels import Level, Suspend, flatten, unflatten
-from minigrad.tensor import Tensor, host_view, on_device, unread_buffer
+from minigrad.tensor import OnDevice, Tensor, host_view, on_device, unread_buffer
 
 __all__ = ["export", "jit"]
 
@@ -93,17 +93,23 @@ def _trace(f, args, grad):
     return inputs, trace.nodes, outs, out_spec
 
 
-def _module(inputs, nodes, outs):
-    """The program's text, and the Emitter's checks of its inputs ({input index: logits shape})."""
+def _module(inputs, nodes, outs, flag=False):
+    """The program's text, and the Emitter's checks of its inputs ({input index: logits shape}).
+    With flag=True and such checks, the program returns first whether they fail
+    (emit_ops.targets_out_of_range)."""
     em = Emitter()
     for k, t in enumerate(inputs):
         em.bind(t, "%%arg%d" % k)
     for cls, args, out in nodes:
         em.bind(out, EMIT[cls](em, args, out))
     results = [em.value(o) for o in outs]
+    types = [em.type(o.data.shape, o.data.dtype) for o in outs]
+    out_of_range = targets_out_of_range(em, inputs) if flag else None
+    if out_of_range is not None:
+        results, types = [out_of_range] + results, [em.type((), bool)] + types
     signature = ", ".join("%%arg%d: %s" % (k, em.type(t.data.shape, t.data.dtype))
                           for k, t in enumerate(inputs))
-    types = ", ".join(em.type(o.data.shape, o.data.dtype) for o in outs)
+    types = ", ".join(types)
     body = "\n".join("    " + line for line in em.lines)
     return ("module @minigrad {\n  func.func public @main(%s) -> (%s) {\n%s\n    return %s : %s\n  }\n}\n"
             % (signature, types, body, ", ".join(results), types)), em.target_checks
@@ -131,11 +137,52 @@ def _cpu_client():
     return _client[0]
 
 
-def load(text, in_types, out_types):
+_registry, _kinds = [], {list, tuple, dict}  # made on first use; the container types it takes
+
+
+def _pytrees(kinds=()):
+    """The pytree registry with which jax's C++ dispatch builds a program's outputs as
+    levels.unflatten does (a dict in its keys' order, where jax's own registry sorts them; a
+    list or tuple subclass among `kinds`, registered here, rebuilt from a list), each output
+    buffer wrapped as an unread tensor (tensor.on_device) by a callback: no Python frame of
+    minigrad's runs around the call."""
+    if not _registry:
+        from jax._src.lib import _jax
+        registry = _jax.pytree.PyTreeRegistry(enable_none=False, enable_tuple=True,
+                                              enable_namedtuple=False, enable_list=True,
+                                              enable_dict=False)
+        registry.register_node(dict, lambda d: (tuple(d.values()), tuple(d)),
+                               lambda keys, values: dict(zip(keys, values)))
+        registry.register_node(OnDevice, lambda t: ((unread_buffer(t),), None),
+                               lambda _, buffer: on_device(buffer[0]))
+        _registry.append(registry)
+    for kind in set(kinds) - _kinds:
+        _registry[0].register_node(kind, lambda t: (tuple(t), None),
+                                   lambda _, children, kind=kind: kind(list(children)))
+        _kinds.add(kind)
+    return _registry[0]
+
+
+def _out_tree(spec, outputs, flag):
+    """The PyTreeDef of a program's results: `outputs` leaves arranged as levels' `spec`,
+    after the flag (targets_out_of_range) if the program returns one."""
+    tree = unflatten(spec, [on_device(None)] * outputs)
+    return _pytrees(_containers(spec)).flatten((None, tree) if flag else tree)[1]
+
+
+def _containers(spec):
+    if spec is None:
+        return []
+    children = [spec[2]] if spec[0] is dict else spec[1]
+    return [spec[0]] + [kind for child in children for kind in _containers(child)]
+
+
+def load(text, in_types, out_types, out_tree=None):
     """StableHLO text compiled by XLA's CPU backend: a function of arrays with the given
     (shape, dtype) inputs, returning the outputs as read-only arrays. Its `on_device`
     attribute takes arrays or XLA buffers (of minigrad's client) and returns the outputs as
-    XLA buffers; arrays of other shapes or dtypes raise _OtherTypes.
+    XLA buffers (a tuple, or as `out_tree`, a PyTreeDef of _pytrees(), arranges them); arrays
+    of other shapes or dtypes raise _OtherTypes.
 
     A call goes through jax's C++ dispatch (the one jax.jit's calls take once compiled): the
     first call of each kind of arguments (arrays or buffers) runs the program from Python and
@@ -147,7 +194,7 @@ def load(text, in_types, out_types):
     Xeon family 6 model 167, one process, 15 interleaved rounds).
     """
     import jax
-    from jax._src import core, tree_util  # ShapedArray: the abstract value batched_device_put takes
+    from jax._src import core  # ShapedArray: the abstract value batched_device_put takes
     from jax._src.interpreters import pxla
     from jax._src.lib import _jax
     from jax.extend import backend
@@ -172,6 +219,9 @@ def load(text, in_types, out_types):
     handlers = [_jax.array_result_handler(a, sharding, committed=True, _skip_checks=True)
                 for a in out_avals]
     put, copy = _jax.batched_device_put, _jax.HostBufferSemantics.IMMUTABLE_ONLY_DURING_CALL
+    registry = _pytrees()
+    if out_tree is None:
+        out_tree = registry.flatten(tuple(range(len(out_types))))[1]
     fastpath = []
 
     def first_call(*arrays):
@@ -191,14 +241,14 @@ def load(text, in_types, out_types):
                     [(memoryview(r).shape, r.dtype) for r in results], out_types))
             n, m = len(arrays), len(results)
             fastpath.append(pxla.MeshExecutableFastpathData(
-                executable, tree_util.dispatch_registry.flatten(tuple(results), None)[1],
-                [sharding] * n, [sharding] * m, out_avals, [True] * m, [True] * n, [None] * n, []))
-        return tuple(results), fastpath[0], False  # (False: no profile-guided recompile)
+                executable, out_tree, [sharding] * n, [sharding] * m, out_avals, [True] * m,
+                [True] * n, [None] * n, []))
+        return out_tree.unflatten(results), fastpath[0], False  # (False: no profile-guided recompile)
 
     # The cache holds an entry per mix of arrays and buffers among the arguments (a training
     # loop uses one or two); an entry it drops is made again by first_call.
     dispatch = _jax.pjit("minigrad", first_call, first_call, [], [], pxla.JitGlobalCppCacheKeys(),
-                         tree_util.dispatch_registry, pxla.cc_shard_arg,
+                         registry, pxla.cc_shard_arg,
                          _jax.PjitFunctionCache(capacity=8))
 
     def on_device(*arrays):
@@ -221,29 +271,32 @@ def load(text, in_types, out_types):
 
 class _Compiled:
     def __init__(self, f, args):
-        inputs, nodes, outs, self.out_spec = _trace(f, args, grad=False)
-        self.text, target_checks = _module(inputs, nodes, outs)
+        inputs, nodes, outs, out_spec = _trace(f, args, grad=False)
+        self.text, checks = _module(inputs, nodes, outs, flag=True)
         # The signature fixes each target's shape and dtype, and eager's check passed them at
-        # the trace: a call checks the values alone (out_of_range, one reduction): 1.5-2 us
-        # less than the whole check in a jit call of the digits MLP's step (timeit, Intel Xeon
-        # family 6 model 167).
-        self.target_bounds = [(k, shape) for k, shape in target_checks.items() if shape[0]]
+        # the trace: the program checks the values (targets_out_of_range), a call reads its
+        # flag, and jax's C++ dispatch builds the outputs (_out_tree). Checking the targets
+        # here (functional.out_of_range) and building the outputs in Python made the digits
+        # MLP's jit step 76.5 us against 74.4 (the dispatch alone: 69.6; medians of 21
+        # interleaved rounds, Intel Xeon family 6 model 167).
+        self.checks = {k: shape for k, shape in checks.items() if shape[0]}
+        flag = bool(self.checks)
+        out_types = [(o.data.shape, o.data.dtype) for o in outs]
         self.on_device = load(self.text, [(t.data.shape, t.data.dtype) for t in inputs],
-                              [(o.data.shape, o.data.dtype) for o in outs]).on_device
+                              [((), np.bool_)] * flag + out_types,
+                              _out_tree(out_spec, len(outs), flag)).on_device
 
     def __call__(self, arrays):
         """The program's outputs as tensors; _OtherTypes (before running it) for arrays of
         other shapes or dtypes than it takes."""
-        results = self.on_device(*arrays)
-        # Checked after the run, when the arrays are known to be of the program's types (the
-        # run has no effect but its outputs, dropped if this raises).
-        for k, shape in self.target_bounds:
-            target = arrays[k]
-            if target.__class__ is not np.ndarray:  # a jit output's buffer
-                target = host_view(target)
-            if out_of_range(target, shape[1]):
-                check_target(shape, target)  # eager's error
-        return unflatten(self.out_spec, [on_device(r) for r in results])
+        if not self.checks:
+            return self.on_device(*arrays)
+        out_of_range, results = self.on_device(*arrays)
+        if memoryview(out_of_range)[()]:  # (the run had no effect but its outputs, dropped here)
+            for k, shape in self.checks.items():
+                target = arrays[k]
+                check_target(shape, target if target.__class__ is np.ndarray else host_view(target))
+        return results
 
 
 class _OtherTypes(Exception):

@@ -23,7 +23,7 @@ class Tensor:
     """
 
     # _batch: the vmap level whose batch dimension (dim 0 of data) this tensor carries.
-    # _buffer: an hlo.jit output's XLA device buffer (_OnDevice below), set on those alone.
+    # _buffer: an hlo.jit output's XLA device buffer (OnDevice below), set on those alone.
     __slots__ = ("data", "grad", "grad_fn", "_requires_grad", "_version", "_batch", "_buffer",
                  "__weakref__")
     # NumPy defers to Tensor's reflected operators (ndarray + Tensor -> Tensor.__radd__).
@@ -309,7 +309,7 @@ class Tensor:
         self._version[0] += 1
 
 
-class _OnDevice(Tensor):
+class OnDevice(Tensor):
     """An hlo.jit output not read yet: only its XLA device buffer is set. Its first attribute
     read or write of any kind (the engine's `__class__ is Tensor` checks among them) makes it
     a plain Tensor whose `data` is a read-only view of the buffer (_settle); until then jit
@@ -337,14 +337,14 @@ _set_buffer = Tensor._buffer.__set__
 
 def on_device(buffer):
     """A tensor over an XLA device buffer (an hlo.jit output), read on the host when used."""
-    t = _OnDevice.__new__(_OnDevice)
+    t = OnDevice.__new__(OnDevice)
     _set_buffer(t, buffer)
     return t
 
 
 def unread_buffer(t):
     """The device buffer of an hlo.jit output not read yet, else None (never reads it)."""
-    return _get_buffer(t) if type(t) is _OnDevice else None
+    return _get_buffer(t) if type(t) is OnDevice else None
 
 
 def host_view(buffer):

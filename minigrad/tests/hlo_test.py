@@ -87,6 +87,13 @@ def test_jit_traces_again_for_another_container_of_the_same_arrays():
     assert isinstance(j((a, a)), tuple)
     assert set(j({"w": a, "b": a})) == {"w", "b"} and set(j({"u": a, "v": a})) == {"u", "v"}
     assert len(j.compiled) == 4
+    # The outputs' containers are levels.unflatten's, built in C++ (hlo._pytrees): a dict keeps
+    # its keys' order, a list or tuple subclass its type.
+    class Pair(tuple):
+        pass
+    out = hlo.jit(lambda x: ({"z": x, "a": x * 2}, Pair([x, [x + 1]])))(a)
+    assert list(out[0]) == ["z", "a"] and type(out[1]) is Pair
+    np.testing.assert_allclose(out[1][1][0].data, a + 1)
 
 
 def test_0d_array_arguments_stay_0d_and_promote_as_in_eager():
@@ -188,6 +195,29 @@ def test_a_jit_output_is_an_ordinary_tensor_once_used():
     u = hlo.jit(lambda x: x * 3)(np.array([1.0, -2.0]))
     u.data = np.array([5.0, 5.0])
     np.testing.assert_allclose(hlo.jit(lambda x: x + 1)(u).data, [6.0, 6.0])
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8])
+def test_the_program_checks_class_indices_of_each_integer_dtype_as_eager_does(dtype):
+    """jit's program flags an index out of range itself (emit_ops.targets_out_of_range), in
+    the target's own dtype: unsigned ones are never negative, and an int8 target of 200
+    classes can hold no value >= 200 but can hold -1."""
+    rng = np.random.default_rng(0)
+    loss = hlo.jit(lambda x, t: F.cross_entropy(x, t))
+    for classes, good, bads in ((4, [0, 3, 1], ([0, 4, 1], [-1, 0, 1])),
+                                (200, [0, 127, 5], ([-1, 0, 1], [0, 200, 1]))):
+        logits = rng.normal(size=(3, classes))
+        np.testing.assert_allclose(loss(logits, np.array(good, dtype)).data,
+                                   F.cross_entropy(minigrad.Tensor(logits), np.array(good)).data, **TOL)
+        for bad in bads:
+            target = np.array(bad).astype(dtype)  # (-1 wraps to the top of an unsigned dtype)
+            if target.max() < classes and target.min() >= 0:
+                continue  # (200 does not fit in an int8: wrapped, it is negative)
+            with pytest.raises(IndexError, match=r"target values must be in \[0, %d\)" % classes):
+                loss(logits, target)
+    assert "stablehlo.or" not in hlo.export(lambda x, t: F.cross_entropy(x, t), logits, np.array(good))
+    empty = hlo.jit(lambda x, t: F.cross_entropy(x, t).sum() * 0)(np.zeros((0, 4)), np.zeros(0, dtype))
+    assert empty.shape == ()  # no rows: nothing to check, and no flag returned
 
 
 def test_a_target_that_is_a_jit_output_is_checked_too():
