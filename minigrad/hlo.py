@@ -15,7 +15,7 @@ XLA's CPU backend through jax's backend API (jax==0.10.2, pinned: the API is
 not public), and runs it through jax's C++ dispatch (load); its outputs are plain
 tensors (not differentiable) over XLA's device buffers, read into read-only arrays
 when first read, and passed back in (a training loop's parameters) they stay on
-the device.
+the device; with jit(f, donate_argnums=...) XLA writes the new ones into their buffers.
 """
 
 import numpy as np
@@ -53,13 +53,16 @@ def _native(array):
     return array if array.dtype.isnative else array.astype(array.dtype.newbyteorder("="))
 
 
+_ARRAYS = (Tensor, np.ndarray)  # the leaves that are a program's inputs; the others are constants
+
+
 def _inputs(args, grad):
     """The flattened arguments: arrays and tensors become the program's inputs (fresh leaves,
     requiring grad when grad=True and floating point); numbers stay constants."""
     leaves, spec = flatten(args)
     inputs, values = [], []
     for leaf in leaves:
-        if isinstance(leaf, (Tensor, np.ndarray)):
+        if isinstance(leaf, _ARRAYS):
             array = leaf.data if isinstance(leaf, Tensor) else leaf
             # (np.asarray with order="C": ascontiguousarray makes 0-d arrays 1-d)
             t = Tensor._wrap(np.asarray(_native(array), order="C"))
@@ -93,10 +96,12 @@ def _trace(f, args, grad):
     return inputs, trace.nodes, outs, out_spec
 
 
-def _module(inputs, nodes, outs, flag=False):
+def _module(inputs, nodes, outs, flag=False, donate=()):
     """The program's text, and the Emitter's checks of its inputs ({input index: logits shape}).
     With flag=True and such checks, the program returns first whether they fail
-    (emit_ops.targets_out_of_range)."""
+    (emit_ops.targets_out_of_range). Each input index in `donate` is aliased to the first
+    output of its shape and dtype not taken yet, if any: XLA writes that output into the
+    input's buffer, when the buffer is the program's to take (_Compiled)."""
     em = Emitter()
     for k, t in enumerate(inputs):
         em.bind(t, "%%arg%d" % k)
@@ -107,7 +112,14 @@ def _module(inputs, nodes, outs, flag=False):
     out_of_range = targets_out_of_range(em, inputs) if flag else None
     if out_of_range is not None:
         results, types = [out_of_range] + results, [em.type((), bool)] + types
-    signature = ", ".join("%%arg%d: %s" % (k, em.type(t.data.shape, t.data.dtype))
+    offset, free, aliases = len(results) - len(outs), list(range(len(outs))), {}
+    for k in donate:
+        t = inputs[k].data
+        j = next((j for j in free if (outs[j].data.shape, outs[j].data.dtype) == (t.shape, t.dtype)), None)
+        if j is not None:
+            free.remove(j)
+            aliases[k] = " {tf.aliasing_output = %d : i32}" % (j + offset)
+    signature = ", ".join("%%arg%d: %s%s" % (k, em.type(t.data.shape, t.data.dtype), aliases.get(k, ""))
                           for k, t in enumerate(inputs))
     types = ", ".join(types)
     body = "\n".join("    " + line for line in em.lines)
@@ -270,9 +282,18 @@ def load(text, in_types, out_types, out_tree=None):
 
 
 class _Compiled:
-    def __init__(self, f, args):
+    def __init__(self, f, args, donate_argnums):
+        if donate_argnums and max(donate_argnums) >= len(args):
+            raise ValueError("hlo.jit: donate_argnums %s, but f got %d arguments"
+                             % (sorted(donate_argnums), len(args)))
         inputs, nodes, outs, out_spec = _trace(f, args, grad=False)
-        self.text, checks = _module(inputs, nodes, outs, flag=True)
+        donate, n = [], 0  # the input indices of the donated arguments' arrays
+        for i, arg in enumerate(args):
+            count = sum(isinstance(leaf, _ARRAYS) for leaf in flatten(arg)[0])
+            if i in donate_argnums:
+                donate += range(n, n + count)
+            n += count
+        self.text, checks = _module(inputs, nodes, outs, flag=True, donate=donate)
         # The signature fixes each target's shape and dtype, and eager's check passed them at
         # the trace: the program checks the values (targets_out_of_range), a call reads its
         # flag, and jax's C++ dispatch builds the outputs (_out_tree). Checking the targets
@@ -334,10 +355,22 @@ def _structure(tree, arrays, key):
         key.append(repr(tree))
 
 
-def jit(f):
+def jit(f, donate_argnums=()):
     """f compiled by XLA: traced and compiled once per signature (the structure of its
     arguments' containers, the values of its other arguments, the shapes and dtypes of its
-    arrays), then run by XLA on each call."""
+    arrays), then run by XLA on each call.
+
+    donate_argnums (an index or indices of f's arguments), as in jax.jit: the device buffers
+    of those arguments' unread jit outputs (a training loop's parameters fed back) are the
+    program's to reuse for its outputs of the same shapes and dtypes, saving their
+    allocation: the tensors passed are unusable afterwards (reading one raises). An array,
+    or a jit output already read on the host, is copied in and never changed. The digits
+    MLP's jit step took 61.3 us with its parameters donated against 65.0 (the program run
+    alone; medians of 15 interleaved rounds, Intel Xeon family 6 model 167)."""
+    donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
+    if not all(isinstance(i, int) and i >= 0 for i in donate_argnums):
+        raise TypeError("hlo.jit: donate_argnums must be non-negative ints, got %r" % (donate_argnums,))
+    donate_argnums = frozenset(donate_argnums)
     cache = {}  # signature -> _Compiled
     # structure -> the program its last call ran. A call first tries that program, whose C++
     # dispatch checks the arrays' shapes and dtypes anyway (in its cache lookup), and takes
@@ -358,7 +391,7 @@ def jit(f):
         signature = key + tuple((a.shape, np.dtype(a.dtype)) for a in arrays)
         compiled = cache.get(signature)
         if compiled is None:
-            compiled = cache[signature] = _Compiled(f, args)
+            compiled = cache[signature] = _Compiled(f, args, donate_argnums)
         last[key] = compiled
         return compiled(arrays)
     run.compiled = cache

@@ -354,8 +354,13 @@ def host_view(buffer):
 
 
 def _settle(t):
+    try:
+        view = host_view(_get_buffer(t))
+    except BufferError:  # (PJRT's "Buffer has been deleted or donated")
+        raise RuntimeError("this tensor was donated to an hlo.jit call (donate_argnums), which "
+                           "reused its memory: use that call's outputs instead") from None
     object.__setattr__(t, "__class__", Tensor)  # first: every access below is a plain one
-    t.data = view = host_view(t._buffer)
+    t.data = view
     t._buffer = view.base  # (NumPy's memoryview of the buffer: hlo.jit passes its .obj back)
     t.grad = None
     t.grad_fn = None

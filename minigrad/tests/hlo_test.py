@@ -299,6 +299,41 @@ def _mlp_step(lr):
     return step
 
 
+def test_donated_parameters_are_reused_by_xla_and_unreadable_after_while_arrays_and_read_ones_are_kept():
+    """jit(f, donate_argnums) as jax.jit's: the unread outputs passed back in a donated
+    argument are XLA's to overwrite (a clear error if read afterwards); the caller's arrays,
+    and outputs already read on the host, are copied in and keep their values."""
+    rng = np.random.default_rng(2)
+    x, y = rng.normal(size=(8, 5)), rng.integers(0, 3, size=8)
+    params = [rng.normal(size=s) for s in ((4, 5), (4,), (3, 4), (3,))]
+    kept = [p.copy() for p in params]
+    step, eager_step = hlo.jit(_mlp_step(0.5), donate_argnums=0), _mlp_step(0.5)
+    eager, mx, my = [minigrad.Tensor(p) for p in params], minigrad.Tensor(x), minigrad.Tensor(y)
+    current = params
+    for _ in range(4):
+        before = current
+        loss, current = step(current, x, y)
+        eager_loss, eager = eager_step(eager, mx, my)
+        if before is not params:
+            with pytest.raises(RuntimeError, match="donated to an hlo.jit call"):
+                before[0].data
+    np.testing.assert_allclose(loss.data, eager_loss.data, **TOL)
+    for p, e, k, q in zip(current, eager, kept, params):
+        np.testing.assert_allclose(p.data, e.data, **TOL)
+        np.testing.assert_array_equal(q, k)  # the arrays passed first: unchanged
+    read = [p.data.copy() for p in current]  # read on the host: no longer XLA's to reuse
+    later = step(current, x, y)[1]
+    for p, r in zip(current, read):
+        np.testing.assert_array_equal(p.data, r)
+    assert not np.allclose(later[0].data, read[0])
+    # w1 is written into the first output of its shape, after the targets' flag and the loss
+    assert "%arg0: tensor<4x5xf64> {tf.aliasing_output = 2 : i32}" in next(iter(step.compiled.values())).text
+    with pytest.raises(ValueError, match=r"donate_argnums \[3\], but f got 1 arguments"):
+        hlo.jit(lambda t: t, donate_argnums=3)(x)
+    with pytest.raises(TypeError, match="non-negative ints"):
+        hlo.jit(lambda t: t, donate_argnums=[-1])
+
+
 def test_the_digits_mlp_trains_through_jit_with_the_same_loss_curve():
     from minigrad.train import load_digits_split
     x, y, _, _ = load_digits_split(seed=0)
