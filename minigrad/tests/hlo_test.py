@@ -328,6 +328,13 @@ def test_donated_parameters_are_reused_by_xla_and_unreadable_after_while_arrays_
     assert not np.allclose(later[0].data, read[0])
     # w1 is written into the first output of its shape, after the targets' flag and the loss
     assert "%arg0: tensor<4x5xf64> {tf.aliasing_output = 2 : i32}" in next(iter(step.compiled.values())).text
+    bad = y.copy()
+    bad[0] = 3
+    unread = step(later, x, y)[1]
+    with pytest.raises(IndexError, match=r"target values must be in \[0, 3\)"):
+        step(unread, x, bad)
+    with pytest.raises(RuntimeError, match="donated"):  # consumed all the same, as documented
+        unread[0].data
     with pytest.raises(ValueError, match=r"donate_argnums \[3\], but f got 1 arguments"):
         hlo.jit(lambda t: t, donate_argnums=3)(x)
     with pytest.raises(TypeError, match="non-negative ints"):
