@@ -23,8 +23,9 @@ def _list(values):
 class Emitter:
     def __init__(self):
         self.lines, self.names, self.count = [], {}, 0
-        # {input index: logits shape}: class-index inputs the program cannot bounds-check
-        # itself (a one-hot of an index out of range is all zeros: a silently wrong loss)
+        # {input index: logits shape}: class-index inputs, whose one-hot is all zeros for an
+        # index out of range (a silently wrong loss): jit's program returns a flag that says
+        # so (targets_out_of_range), and the call raises eager's error
         self.target_checks = {}
 
     @staticmethod
@@ -90,7 +91,8 @@ class Emitter:
 
     def reduce(self, name, shape, dtype, axes, kind):
         """Reduces `axes` of a (shape, dtype) value with stablehlo.add, maximum or or."""
-        init = 0 if kind in ("add", "or") else (-np.inf if np.dtype(dtype).kind == "f" else np.iinfo(dtype).min)
+        init = 0 if kind in ("add", "or") else (
+            -np.inf if np.dtype(dtype).kind == "f" else np.iinfo(dtype).min)
         zero = self.value(np.array(init, dtype))
         out = tuple(n for i, n in enumerate(shape) if i not in axes)
         return self.op("stablehlo.reduce(%s init: %s) applies stablehlo.%s across dimensions = %s"
@@ -295,7 +297,7 @@ def _onehot(em, target, shape, dtype):
     """(n, classes) of dtype: 1 at each row's target, else 0."""
     t = target if isinstance(target, Tensor) else Tensor._wrap(np.asarray(target))
     name = em.value(t)
-    if name.startswith("%arg"):  # an input: checked before each run (hlo.jit), as eager checks it
+    if name.startswith("%arg"):  # an input: checked on each run (hlo.jit), as eager checks it
         em.target_checks[int(name[4:])] = shape
     index = em.op("stablehlo.broadcast_in_dim %s, dims = [0]" % name, shape, t.dtype,
                   [em.type(t.shape, t.dtype)])
@@ -317,8 +319,8 @@ def targets_out_of_range(em, inputs):
         bad = em.op("stablehlo.compare LT, %s, %s" % (name, em.operand(0, t.shape, t.dtype)),
                     t.shape, bool, types)
         if shape[1] <= np.iinfo(t.dtype).max:  # (else no value of the dtype reaches classes)
-            high = em.op("stablehlo.compare GE, %s, %s" % (name, em.operand(shape[1], t.shape, t.dtype)),
-                         t.shape, bool, types)
+            high = em.op("stablehlo.compare GE, %s, %s"
+                         % (name, em.operand(shape[1], t.shape, t.dtype)), t.shape, bool, types)
             bad = em.op("stablehlo.or %s, %s" % (bad, high), t.shape, bool)
         bad = em.reduce(bad, t.shape, bool, (0,), "or")
         flag = bad if flag is None else em.op("stablehlo.or %s, %s" % (flag, bad), (), bool)

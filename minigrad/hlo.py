@@ -115,12 +115,13 @@ def _module(inputs, nodes, outs, flag=False, donate=()):
     offset, free, aliases = len(results) - len(outs), list(range(len(outs))), {}
     for k in donate:
         t = inputs[k].data
-        j = next((j for j in free if (outs[j].data.shape, outs[j].data.dtype) == (t.shape, t.dtype)), None)
+        j = next((j for j in free if (outs[j].data.shape, outs[j].data.dtype) == (t.shape, t.dtype)),
+                 None)
         if j is not None:
             free.remove(j)
             aliases[k] = " {tf.aliasing_output = %d : i32}" % (j + offset)
-    signature = ", ".join("%%arg%d: %s%s" % (k, em.type(t.data.shape, t.data.dtype), aliases.get(k, ""))
-                          for k, t in enumerate(inputs))
+    signature = ", ".join("%%arg%d: %s%s" % (k, em.type(t.data.shape, t.data.dtype),
+                                             aliases.get(k, "")) for k, t in enumerate(inputs))
     types = ", ".join(types)
     body = "\n".join("    " + line for line in em.lines)
     return ("module @minigrad {\n  func.func public @main(%s) -> (%s) {\n%s\n    return %s : %s\n  }\n}\n"
@@ -255,7 +256,8 @@ def load(text, in_types, out_types, out_tree=None):
             fastpath.append(pxla.MeshExecutableFastpathData(
                 executable, out_tree, [sharding] * n, [sharding] * m, out_avals, [True] * m,
                 [True] * n, [None] * n, []))
-        return out_tree.unflatten(results), fastpath[0], False  # (False: no profile-guided recompile)
+        # (False: no profile-guided recompile)
+        return out_tree.unflatten(results), fastpath[0], False
 
     # The cache holds an entry per mix of arrays and buffers among the arguments (a training
     # loop uses one or two); an entry it drops is made again by first_call.
@@ -372,7 +374,8 @@ def jit(f, donate_argnums=()):
     alone; medians of 15 interleaved rounds, Intel Xeon family 6 model 167)."""
     donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
     if not all(isinstance(i, int) and i >= 0 for i in donate_argnums):
-        raise TypeError("hlo.jit: donate_argnums must be non-negative ints, got %r" % (donate_argnums,))
+        raise TypeError("hlo.jit: donate_argnums must be non-negative ints, got %r"
+                        % (donate_argnums,))
     donate_argnums = frozenset(donate_argnums)
     cache = {}  # signature -> _Compiled
     # structure -> the program its last call ran. A call first tries that program, whose C++

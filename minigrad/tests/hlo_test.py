@@ -108,7 +108,7 @@ def test_0d_array_arguments_stay_0d_and_promote_as_in_eager():
 
 def test_jit_refuses_class_indices_out_of_range_as_eager_does():
     """The compiled one-hot of an index out of range is all zeros (a loss of -0.0), so the
-    targets are checked before each run, with eager's error."""
+    program checks the targets on each run, and the call raises eager's error."""
     logits = np.random.default_rng(0).normal(size=(3, 4))
     loss = hlo.jit(lambda x, t: F.cross_entropy(x, t))
     step = hlo.jit(func.grad(lambda x, t: F.cross_entropy(x, t)))
