@@ -306,15 +306,14 @@ def _onehot(em, target, shape, dtype):
     return em.cast(hit, shape, bool, dtype)
 
 
-def targets_out_of_range(em, inputs):
-    """A tensor<i1>: whether any class-index input (em.target_checks) of a non-empty batch holds
-    a value outside [0, classes). jit's programs return it, so that a call checks its targets
-    by reading one flag rather than running out_of_range on each (Emitter.target_checks)."""
+def targets_out_of_range(em, inputs, checks):
+    """A tensor<i1>: whether any class-index input among `checks` ({input index: logits shape},
+    from Emitter.target_checks) holds a value outside [0, classes). jit's programs return it,
+    so that a call checks its targets by reading one flag rather than running out_of_range on
+    each."""
     flag = None
-    for k, shape in em.target_checks.items():
+    for k, shape in checks.items():
         t = inputs[k].data
-        if not shape[0]:
-            continue
         name, types = "%%arg%d" % k, [em.type(t.shape, t.dtype)] * 2
         bad = em.op("stablehlo.compare LT, %s, %s" % (name, em.operand(0, t.shape, t.dtype)),
                     t.shape, bool, types)
