@@ -53,30 +53,34 @@ def _native(array):
     return array if array.dtype.isnative else array.astype(array.dtype.newbyteorder("="))
 
 
-_ARRAYS = (Tensor, np.ndarray)  # the leaves that are a program's inputs; the others are constants
-
-
 def _inputs(args, grad):
-    """The flattened arguments: arrays and tensors become the program's inputs (fresh leaves,
-    requiring grad when grad=True and floating point); numbers stay constants."""
-    leaves, spec = flatten(args)
-    inputs, values = [], []
-    for leaf in leaves:
-        if isinstance(leaf, _ARRAYS):
-            array = leaf.data if isinstance(leaf, Tensor) else leaf
-            # (np.asarray with order="C": ascontiguousarray makes 0-d arrays 1-d)
-            t = Tensor._wrap(np.asarray(_native(array), order="C"))
-            if grad and array.dtype.kind == "f":
-                t.requires_grad = True
-            inputs.append(t)
-            values.append(t)
-        else:
-            values.append(leaf)
-    return inputs, unflatten(spec, values)
+    """The arguments with their arrays and tensors made the program's inputs (fresh leaves,
+    requiring grad when grad=True and floating point; numbers stay constants), the inputs,
+    and for each input the index of the argument it came from."""
+    rebuilt, inputs, owners = [], [], []
+    for i, arg in enumerate(args):
+        leaves, spec = flatten(arg)
+        values = []
+        for leaf in leaves:
+            if isinstance(leaf, (Tensor, np.ndarray)):
+                array = leaf.data if isinstance(leaf, Tensor) else leaf
+                # (np.asarray with order="C": ascontiguousarray makes 0-d arrays 1-d)
+                t = Tensor._wrap(np.asarray(_native(array), order="C"))
+                if grad and array.dtype.kind == "f":
+                    t.requires_grad = True
+                inputs.append(t)
+                owners.append(i)
+                values.append(t)
+            else:
+                values.append(leaf)
+        rebuilt.append(unflatten(spec, values))
+    return rebuilt, inputs, owners
 
 
 def _trace(f, args, grad):
-    inputs, rebuilt = _inputs(args, grad)
+    """f run under a trace level: its inputs, the argument index of each, the operations
+    recorded, its outputs and their structure."""
+    rebuilt, inputs, owners = _inputs(args, grad)
     trace = _Trace()
     with trace:
         out = f(*rebuilt)
@@ -93,15 +97,15 @@ def _trace(f, args, grad):
     for o in outs:
         if not isinstance(o, Tensor):
             raise TypeError("hlo: f's outputs must be tensors, got %s" % type(o).__name__)
-    return inputs, trace.nodes, outs, out_spec
+    return inputs, owners, trace.nodes, outs, out_spec
 
 
 def _module(inputs, nodes, outs, flag=False, donate=()):
     """The program's text, and the checks its class-index inputs need ({input index: logits
     shape}; none for an empty batch). With flag=True and such checks, the program returns
-    first whether they fail (emit_ops.targets_out_of_range). Each input index in `donate` is aliased to the first
-    output of its shape and dtype not taken yet, if any: XLA writes that output into the
-    input's buffer, when the buffer is the program's to take (_Compiled)."""
+    first whether they fail (emit_ops.targets_out_of_range). Each input index in `donate` is
+    aliased to the first output of its shape and dtype not taken yet, if any: XLA writes that
+    output into the input's buffer, when the buffer is the program's to take (_Compiled)."""
     em = Emitter()
     for k, t in enumerate(inputs):
         em.bind(t, "%%arg%d" % k)
@@ -133,7 +137,7 @@ def export(f, *example_args, grad=False):
     """StableHLO text of f on arguments like example_args; with grad=True (f returns a scalar),
     the program returns f's output and its gradient with respect to each floating-point input
     (in argument order), computed by the backward graph minigrad records."""
-    inputs, nodes, outs, _ = _trace(f, example_args, grad)
+    inputs, _, nodes, outs, _ = _trace(f, example_args, grad)
     return _module(inputs, nodes, outs)[0]
 
 
@@ -289,13 +293,8 @@ class _Compiled:
         if donate_argnums and max(donate_argnums) >= len(args):
             raise ValueError("hlo.jit: donate_argnums %s, but f got %d arguments"
                              % (sorted(donate_argnums), len(args)))
-        inputs, nodes, outs, out_spec = _trace(f, args, grad=False)
-        donate, n = [], 0  # the input indices of the donated arguments' arrays
-        for i, arg in enumerate(args):
-            count = sum(isinstance(leaf, _ARRAYS) for leaf in flatten(arg)[0])
-            if i in donate_argnums:
-                donate += range(n, n + count)
-            n += count
+        inputs, owners, nodes, outs, out_spec = _trace(f, args, grad=False)
+        donate = [k for k, i in enumerate(owners) if i in donate_argnums]
         self.text, self.checks = _module(inputs, nodes, outs, flag=True, donate=donate)
         # The signature fixes each target's shape and dtype, and eager's check passed them at
         # the trace: the program checks the values (targets_out_of_range), a call reads its
