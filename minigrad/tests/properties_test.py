@@ -1,7 +1,7 @@
 """Property tests: random shapes (with broadcasting) and values, forward and backward vs torch."""
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -36,6 +36,37 @@ def test_matmul_then_reductions(data):
     # log_softmax(z).exp().sum(), which is identically 1 and has no gradient).
     assert_matches_torch(lambda L, x, y: (L.log_softmax(x @ y, dim=dim) * (x @ y)).sum(dim=dim)
                          * (x @ y).mean(), [a, b])
+
+
+@st.composite
+def matmul_operands(draw):
+    """Operands of each form matmul takes: vectors (dot, mv, vm), matrices and stacks of them
+    with broadcast batch dims; an inner dimension of 1 (outer products, which _matmul computes
+    by its own paths) half the time."""
+    n, m = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    k = draw(st.sampled_from([1, 1, 2, 3]))
+    batch = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=2, max_side=3))
+    a_shape = (k,) if draw(st.integers(0, 3)) == 0 else batch.input_shapes[0] + (n, k)
+    b_shape = (k,) if draw(st.integers(0, 3)) == 0 else batch.input_shapes[1] + (k, m)
+    return (draw(hnp.arrays(np.float64, a_shape, elements=FLOATS)),
+            draw(hnp.arrays(np.float64, b_shape, elements=FLOATS)))
+
+
+def _outer(a_shape, b_shape):
+    rng = np.random.default_rng(0)
+    return rng.normal(size=a_shape), rng.normal(size=b_shape)
+
+
+@settings(max_examples=60, deadline=None)
+@given(matmul_operands())
+# and each of _matmul's outer-product paths, each way round
+@example(_outer((2, 4, 1), (2, 1, 3)))
+@example(_outer((2, 3, 1), (1, 1, 4)))
+@example(_outer((4, 1), (2, 1, 3)))
+@example(_outer((2, 4, 1), (1, 3)))
+@example(_outer((2, 3, 1), (1, 4)))
+def test_matmul_of_every_form_and_its_gradients(pair):
+    assert_matches_torch(lambda L, x, y: x @ y, list(pair))
 
 
 @settings(max_examples=40, deadline=None)
