@@ -217,6 +217,11 @@ def _limit_threads(threads):
     calls on the calling thread."""
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen="
                                + ("false" if threads == 1 else "true")).strip()
+    # XLA's CPU clients size their intra-op pool by PJRT_NPROC, else the core count, and run a
+    # large step's products on it whatever the flag above says: at batch 1347, one thread,
+    # both jit rows took 1.8x the CPU time of a one-thread pool (1552 against 842 us a step)
+    # for a wall time no shorter (961 against 936 us; Intel Xeon family 6 model 167).
+    os.environ["PJRT_NPROC"] = str(threads)
     import jax
     # jax.jit runs each call on the calling thread, as minigrad's jit does (hlo._cpu_client): its
     # default hands each call to a worker thread, a second core the other steps do not get.

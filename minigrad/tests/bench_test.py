@@ -1,6 +1,7 @@
 """`bazel run //minigrad:bench`: every implementation it times computes the same training step,
 and the bench runs end to end at a tiny size; bad arguments are usage errors."""
 
+import os
 import subprocess
 import sys
 
@@ -45,3 +46,17 @@ def test_bad_arguments_are_usage_errors():
     for bad in (["--batches", "0"], ["--rounds", "0"], ["--threads", "0"]):
         out = run(*bad)
         assert out.returncode == 2 and "usage:" in out.stderr, bad
+
+
+def test_threads_1_gives_xla_one_intra_op_thread():
+    """--threads 1 holds every row to one core: XLA's CPU client would size its intra-op pool by
+    the core count, and ran batch 1347's products on a second thread (1.8x the CPU time)."""
+    script = ("import os; from minigrad import bench, hlo; bench._limit_threads(1); "
+              "import numpy as np; a = np.ones((512, 512), np.float32); "
+              "hlo.jit(lambda a, b: (a @ b).sum())(a, a); "
+              "print(sum(open('/proc/self/task/%s/comm' % t).read().strip() == 'tf_XLAEigen' "
+              "for t in os.listdir('/proc/self/task')))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=600, env={k: v for k, v in os.environ.items() if k != "PJRT_NPROC"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[-1] == "1"
