@@ -326,17 +326,18 @@ def _matmul(x, y):
     and an inner dimension of 1 (outer products) is one product per element, with the longer
     side made the contiguous one (NumPy's inner loop runs along it).
 
-    Those products keep torch's signs of zero. Its mm (y a matrix; a batched x is folded into
-    one) multiplies, so a -0. product stays -0.; its bmm (y batched: vmap's per-example
-    products) sums each product into a zero, which makes it 0. Here a multiply and an einsum
-    (whose sums start from zero too) do the same, the einsum only where both sides are longer
-    than 1: under vmap a side of 1 is a vector's, and torch's dot and mv backward multiply
-    those (MatMul.backward). The einsum is also faster: 0.65x the multiply's time for the
-    digits MLP's per-example weight gradients (64x128x64 float32: 128 against 197 us, Intel
-    Xeon family 6 model 167)."""
+    Those products keep torch's signs of zero. Its mm (where one operand is a matrix, torch
+    folds the other's stack into one) multiplies, so a -0. product stays -0.; its bmm (both
+    stacks of matrices: vmap's per-example products) sums each product into a zero, which
+    makes it 0. Here a multiply and an einsum (whose sums start from zero too) do the same,
+    the einsum only where both sides are longer than 1: under vmap a side of 1 is a vector's,
+    and torch's dot and mv backward multiply those (MatMul.backward). One case differs: under
+    vmap, a matrix's gradient in mv with a batched vector is 0. where torch.func's is -0.
+    The einsum is also faster: 0.65x the multiply's time for the digits MLP's per-example
+    weight gradients (64x128x64 float32: 128 against 197 us, Intel Xeon family 6 model 167)."""
     if x.ndim >= 2 and y.ndim >= 2 and x.shape[-1] == 1 and y.shape[-2] == 1:
         n, m = x.shape[-2], y.shape[-1]
-        if y.ndim >= 3 and n > 1 and m > 1:
+        if x.ndim >= 3 and y.ndim >= 3 and n > 1 and m > 1:
             if n > m:  # computed as (m, n), transposed
                 return np.einsum("...i,...j->...ij", y[..., 0, :], x[..., 0]).swapaxes(-1, -2)
             return np.einsum("...i,...j->...ij", x[..., 0], y[..., 0, :])
