@@ -344,7 +344,8 @@ def _matmul(x, y):
         if n > m:
             return np.multiply(np.swapaxes(y, -1, -2), np.swapaxes(x, -1, -2)).swapaxes(-1, -2)
         return np.multiply(x, y)
-    if x.ndim == 3 and y.ndim == 3 and y.strides[0] == 0 and x.shape[0] == y.shape[0]:
+    # (an empty y has a stride of 0 too, and no y[0])
+    if x.ndim == 3 and y.ndim == 3 and y.strides[0] == 0 and y.size and x.shape[0] == y.shape[0]:
         return (np.ascontiguousarray(x).reshape(-1, x.shape[2]) @ y[0]).reshape(
             x.shape[:2] + y.shape[2:])
     return np.matmul(x, y)

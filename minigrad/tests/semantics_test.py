@@ -8,6 +8,7 @@ import minigrad
 from minigrad import functional as F
 from minigrad import hlo, optim
 from minigrad.tensor import from_numpy
+from minigrad.tests.torch_compare import assert_matches_torch
 
 torch.set_default_dtype(torch.float64)  # minigrad's default float dtype is float64
 
@@ -395,6 +396,15 @@ def test_matmul_of_broadcast_views_equals_torchs(x_shape, y_base, y_shape):
     assert y.strides[0] == 0
     ours = (minigrad.Tensor(x) @ from_numpy(y)).data
     np.testing.assert_allclose(ours, (torch.tensor(x) @ torch.tensor(y)).numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("x_shape, y_shape", [
+    ((2, 1, 0), (2, 0, 1)), ((3, 1), (0, 1, 4)), ((2, 0, 1), (1, 3)), ((0, 3), (3,)),
+    ((0,), (0,)), ((2, 3, 0), (0, 4)),
+])
+def test_matmul_of_empty_operands_and_its_gradients_like_torch(x_shape, y_shape):
+    # An empty stack has a stride of 0, which the fast path for repeated weights took for one.
+    assert_matches_torch(lambda L, x, y: x @ y, [np.ones(x_shape), np.ones(y_shape)])
 
 
 def _zeros_and_negatives(shape, seed):
