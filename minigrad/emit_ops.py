@@ -23,10 +23,11 @@ def _list(values):
 class Emitter:
     def __init__(self):
         self.lines, self.names, self.count = [], {}, 0
-        # {input index: logits shape}: class-index inputs, whose one-hot is all zeros for an
-        # index out of range (a silently wrong loss): jit's program returns a flag that says
-        # so (targets_out_of_range), and the call raises eager's error
-        self.target_checks = {}
+        # (name, shape, dtype, logits shape) of each class-index target that is an input or
+        # computed from one, in trace order: its one-hot is all zeros for an index out of
+        # range (a silently wrong loss), so jit's program returns a flag that says so
+        # (targets_out_of_range), and the call raises eager's error
+        self.target_checks = []
 
     @staticmethod
     def type(shape, dtype):
@@ -296,9 +297,10 @@ def _softmax(log):
 def _onehot(em, target, shape, dtype):
     """(n, classes) of dtype: 1 at each row's target, else 0."""
     t = target if isinstance(target, Tensor) else Tensor._wrap(np.asarray(target))
+    if id(t) in em.names:  # an input or computed from one: checked on each run, as eager checks
+        # it (a constant passed eager's check at the trace)
+        em.target_checks.append((em.names[id(t)][0], t.shape, t.dtype, shape))
     name = em.value(t)
-    if name.startswith("%arg"):  # an input: checked on each run (hlo.jit), as eager checks it
-        em.target_checks[int(name[4:])] = shape
     index = em.op("stablehlo.broadcast_in_dim %s, dims = [0]" % name, shape, t.dtype,
                   [em.type(t.shape, t.dtype)])
     iota = em.op("stablehlo.iota dim = 1", shape, t.dtype)
@@ -306,22 +308,21 @@ def _onehot(em, target, shape, dtype):
     return em.cast(hit, shape, bool, dtype)
 
 
-def targets_out_of_range(em, inputs, checks):
-    """A tensor<i1>: whether any class-index input among `checks` ({input index: logits shape},
-    from Emitter.target_checks) holds a value outside [0, classes). jit's programs return it,
-    so that a call checks its targets by reading one flag rather than running out_of_range on
+def targets_out_of_range(em, checks):
+    """A tensor<i1>: whether any class-index target among `checks` (entries of
+    Emitter.target_checks) holds a value outside [0, classes). jit's programs return it, so
+    that a call checks its targets by reading one flag rather than running out_of_range on
     each."""
     flag = None
-    for k, shape in checks.items():
-        t = inputs[k].data
-        name, types = "%%arg%d" % k, [em.type(t.shape, t.dtype)] * 2
-        bad = em.op("stablehlo.compare LT, %s, %s" % (name, em.operand(0, t.shape, t.dtype)),
-                    t.shape, bool, types)
-        if shape[1] <= np.iinfo(t.dtype).max:  # (else no value of the dtype reaches classes)
+    for name, t_shape, t_dtype, shape in checks:
+        types = [em.type(t_shape, t_dtype)] * 2
+        bad = em.op("stablehlo.compare LT, %s, %s" % (name, em.operand(0, t_shape, t_dtype)),
+                    t_shape, bool, types)
+        if shape[1] <= np.iinfo(t_dtype).max:  # (else no value of the dtype reaches classes)
             high = em.op("stablehlo.compare GE, %s, %s"
-                         % (name, em.operand(shape[1], t.shape, t.dtype)), t.shape, bool, types)
-            bad = em.op("stablehlo.or %s, %s" % (bad, high), t.shape, bool)
-        bad = em.reduce(bad, t.shape, bool, (0,), "or")
+                         % (name, em.operand(shape[1], t_shape, t_dtype)), t_shape, bool, types)
+            bad = em.op("stablehlo.or %s, %s" % (bad, high), t_shape, bool)
+        bad = em.reduce(bad, t_shape, bool, (0,), "or")
         flag = bad if flag is None else em.op("stablehlo.or %s, %s" % (flag, bad), (), bool)
     return flag
 

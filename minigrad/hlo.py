@@ -101,9 +101,12 @@ def _trace(f, args, grad):
 
 
 def _module(inputs, nodes, outs, flag=False, donate=()):
-    """The program's text, and the checks its class-index inputs need ({input index: logits
-    shape}; none for an empty batch). With flag=True and such checks, the program returns
-    first whether they fail (emit_ops.targets_out_of_range). Each input index in `donate` is
+    """The program's text; with flag=True, also its checks and the (shape, dtype) of each
+    target it computes. A check is (computed, index, logits shape), one per class-index
+    target that is an input or computed from one, in trace order (none for an empty batch);
+    `index` is the input's, or the computed target's. With checks, the program returns first
+    whether any fails (emit_ops.targets_out_of_range), then the targets it computes (a failed
+    check reads them for eager's error), then f's outputs. Each input index in `donate` is
     aliased to the first output of its shape and dtype not taken yet, if any: XLA writes that
     output into the input's buffer, when the buffer is the program's to take (_Compiled)."""
     em = Emitter()
@@ -113,10 +116,18 @@ def _module(inputs, nodes, outs, flag=False, donate=()):
         em.bind(out, EMIT[cls](em, args, out))
     results = [em.value(o) for o in outs]
     types = [em.type(o.data.shape, o.data.dtype) for o in outs]
-    checks = {k: shape for k, shape in em.target_checks.items() if shape[0]}
-    if flag and checks:
-        results = [targets_out_of_range(em, inputs, checks)] + results
-        types = [em.type((), bool)] + types
+    checks = [c for c in em.target_checks if c[3][0]] if flag else []
+    sources, computed = [], {}  # computed: {SSA name: (index, shape, dtype)}
+    for name, t_shape, t_dtype, shape in checks:
+        if name.startswith("%arg"):
+            sources.append((False, int(name[4:]), shape))
+        else:
+            index = computed.setdefault(name, (len(computed), t_shape, t_dtype))[0]
+            sources.append((True, index, shape))
+    if checks:
+        results = [targets_out_of_range(em, checks)] + list(computed) + results
+        types = ([em.type((), bool)] + [em.type(t_shape, t_dtype) for _, t_shape, t_dtype
+                                         in computed.values()] + types)
     offset, free, aliases = len(results) - len(outs), list(range(len(outs))), {}
     for k in donate:
         t = inputs[k].data
@@ -130,7 +141,8 @@ def _module(inputs, nodes, outs, flag=False, donate=()):
     types = ", ".join(types)
     body = "\n".join("    " + line for line in em.lines)
     return ("module @minigrad {\n  func.func public @main(%s) -> (%s) {\n%s\n    return %s : %s\n  }\n}\n"
-            % (signature, types, body, ", ".join(results), types)), checks
+            % (signature, types, body, ", ".join(results), types)), sources, [
+                (t_shape, t_dtype) for _, t_shape, t_dtype in computed.values()]
 
 
 def export(f, *example_args, grad=False):
@@ -181,11 +193,13 @@ def _pytrees(kinds=()):
     return _registry[0]
 
 
-def _out_tree(spec, outputs, flag):
+def _out_tree(spec, outputs, flag, computed=0):
     """The PyTreeDef of a program's results: `outputs` leaves arranged as levels' `spec`,
-    after the flag (targets_out_of_range) if the program returns one."""
+    after the flag (targets_out_of_range) and a tuple of the `computed` targets, if the
+    program returns a flag."""
     tree = unflatten(spec, [on_device(None)] * outputs)
-    return _pytrees(_containers(spec)).flatten((None, tree) if flag else tree)[1]
+    return _pytrees(_containers(spec)).flatten((None, (None,) * computed, tree) if flag
+                                               else tree)[1]
 
 
 def _containers(spec):
@@ -295,7 +309,7 @@ class _Compiled:
                              % (sorted(donate_argnums), len(args)))
         inputs, owners, nodes, outs, out_spec = _trace(f, args, grad=False)
         donate = [k for k, i in enumerate(owners) if i in donate_argnums]
-        self.text, self.checks = _module(inputs, nodes, outs, flag=True, donate=donate)
+        self.text, self.checks, computed = _module(inputs, nodes, outs, flag=True, donate=donate)
         # The signature fixes each target's shape and dtype, and eager's check passed them at
         # the trace: the program checks the values (targets_out_of_range), a call reads its
         # flag, and jax's C++ dispatch builds the outputs (_out_tree). Checking the targets
@@ -305,20 +319,21 @@ class _Compiled:
         flag = bool(self.checks)
         out_types = [(o.data.shape, o.data.dtype) for o in outs]
         self.on_device = load(self.text, [(t.data.shape, t.data.dtype) for t in inputs],
-                              [((), np.bool_)] * flag + out_types,
-                              _out_tree(out_spec, len(outs), flag)).on_device
+                              [((), np.bool_)] * flag + computed + out_types,
+                              _out_tree(out_spec, len(outs), flag, len(computed))).on_device
 
     def __call__(self, arrays):
         """The program's outputs as tensors; _OtherTypes (before running it) for arrays of
         other shapes or dtypes than it takes."""
         if not self.checks:
             return self.on_device(*arrays)
-        out_of_range, results = self.on_device(*arrays)
+        out_of_range, computed, results = self.on_device(*arrays)
         # On a target out of range the outputs are dropped: the run had no other effect, but
-        # for consuming donated arguments (as any failed call of jax.jit's would).
+        # for consuming donated arguments (as any failed call of jax.jit's would). The checks
+        # run in eager's order, so the first that fails raises eager's error.
         if memoryview(out_of_range)[()]:
-            for k, shape in self.checks.items():
-                target = arrays[k]
+            for is_computed, k, shape in self.checks:
+                target = computed[k] if is_computed else arrays[k]
                 check_target(shape, target if target.__class__ is np.ndarray else host_view(target))
         return results
 

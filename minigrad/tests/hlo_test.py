@@ -229,6 +229,34 @@ def test_a_target_that_is_a_jit_output_is_checked_too():
         loss(logits, bad)
 
 
+@pytest.mark.parametrize("made", [lambda t: t[:], lambda t: t + 0, lambda t: t.reshape(1, 3)[0]])
+def test_a_target_the_program_computes_is_checked_too(made):
+    """A target computed from an input (sliced, shifted, reshaped) was left unchecked: its
+    values out of range gave a silently wrong loss where eager raises."""
+    logits = np.random.default_rng(0).normal(size=(3, 4))
+    f = lambda x, t: F.cross_entropy(x, made(t))
+    loss = hlo.jit(f)
+    good = np.array([0, 3, 1])
+    np.testing.assert_allclose(loss(logits, good).data,
+                               f(minigrad.Tensor(logits), minigrad.Tensor(good)).data, **TOL)
+    for bad in ([0, 7, 1], [-1, 0, 1]):
+        with pytest.raises(IndexError, match=r"must be in \[0, 4\), got %d\.\.%d" % (min(bad), max(bad))):
+            loss(logits, np.array(bad))
+
+
+def test_a_target_of_two_losses_is_checked_against_each_as_eager_checks_it():
+    """One target, two cross_entropy calls of 5 and 3 classes: its check against the first
+    was overwritten by the second's, so the order of the calls decided whether 4 passed."""
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(2, 5)), rng.normal(size=(2, 3))
+    for f in (lambda a, b, t: F.cross_entropy(a, t) + F.cross_entropy(b, t),
+              lambda a, b, t: F.cross_entropy(b, t) + F.cross_entropy(a, t)):
+        loss = hlo.jit(f)
+        loss(a, b, np.array([0, 2]))
+        with pytest.raises(IndexError, match=r"must be in \[0, 3\), got 0\.\.4"):
+            loss(a, b, np.array([0, 4]))
+
+
 def test_a_jit_call_leaves_no_reference_cycle():
     """A dropped call's outputs (and their device buffers) are freed at once, not at the next
     garbage collection: one cycle per call once made every digits-MLP step pay for them there."""
