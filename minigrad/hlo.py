@@ -23,7 +23,7 @@ import numpy as np
 from minigrad import autograd
 from minigrad.emit_ops import EMIT, Emitter, targets_out_of_range
 from minigrad.functional import check_target
-from minigrad.levels import Level, Suspend, flatten, unflatten
+from minigrad.levels import Level, Suspend, flatten, sequence, unflatten
 from minigrad.tensor import OnDevice, Tensor, host_view, on_device, unread_buffer
 
 __all__ = ["export", "jit"]
@@ -173,7 +173,7 @@ _registry, _kinds = [], {list, tuple, dict}  # made on first use; the container 
 def _pytrees(kinds=()):
     """The pytree registry with which jax's C++ dispatch builds a program's outputs as
     levels.unflatten does (a dict in its keys' order, where jax's own registry sorts them; a
-    list or tuple subclass among `kinds`, registered here, rebuilt from a list), each output
+    list or tuple subclass among `kinds`, registered here, rebuilt by levels.sequence), each output
     buffer wrapped as an unread tensor (tensor.on_device) by a callback: no Python frame of
     minigrad's runs around the call."""
     if not _registry:
@@ -188,7 +188,7 @@ def _pytrees(kinds=()):
         _registry.append(registry)
     for kind in set(kinds) - _kinds:
         _registry[0].register_node(kind, lambda t: (tuple(t), None),
-                                   lambda _, children, kind=kind: kind(list(children)))
+                                   lambda _, children, kind=kind: sequence(kind, children))
         _kinds.add(kind)
     return _registry[0]
 

@@ -38,7 +38,13 @@ def _build(spec, leaves):
     if spec[0] is dict:
         return dict(zip(spec[1], _build(spec[2], leaves)))
     children = [_build(child, leaves) for child in spec[1]]  # (a list: faster than a generator)
-    return children if spec[0] is list else spec[0](children)
+    return children if spec[0] is list else sequence(spec[0], children)
+
+
+def sequence(kind, items):
+    """A list or tuple of type `kind` (or a subclass) holding `items`: a namedtuple takes them
+    one argument each."""
+    return kind(*items) if hasattr(kind, "_fields") else kind(items)
 
 
 def as_tensor(value):

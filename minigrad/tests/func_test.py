@@ -1,6 +1,7 @@
 """minigrad.func against torch.func, in float64 to 1e-10: every transform on every op of the op
 table, per-example gradients of the digits MLP, the Hessian of a small net, and compositions."""
 
+import collections
 import gc
 
 import numpy as np
@@ -286,6 +287,19 @@ def test_hessian_over_several_arguments_gives_the_blocks_like_torch_func():
     assert len(mine) == 2 and all(len(row) == 2 for row in mine)
     for row, expected in zip(mine, theirs):
         _close(row, expected)
+
+
+def test_vmap_of_grad_takes_and_returns_namedtuples_like_torch_func():
+    P = collections.namedtuple("P", "w b")
+    f = lambda p, x: (p.w * x + p.b).sum()
+    w, b, x = np.array([1.0, -2.0]), np.zeros(2), np.arange(6.0).reshape(3, 2)
+    ours = func.vmap(func.grad(f), in_dims=(None, 0))(P(minigrad.Tensor(w), minigrad.Tensor(b)),
+                                                       minigrad.Tensor(x))
+    theirs = tf.vmap(tf.grad(f), in_dims=(None, 0))(P(torch.tensor(w), torch.tensor(b)),
+                                                     torch.tensor(x))
+    assert type(ours) is P
+    for o, t in zip(ours, theirs):
+        _close(o, t)
 
 
 def test_vmap_takes_in_dims_shaped_as_its_arguments_like_torch_func():

@@ -1,5 +1,6 @@
 """minigrad.hlo: StableHLO export and XLA jit against minigrad's own eager results."""
 
+import collections
 import gc
 
 import numpy as np
@@ -94,6 +95,20 @@ def test_jit_traces_again_for_another_container_of_the_same_arrays():
     out = hlo.jit(lambda x: ({"z": x, "a": x * 2}, Pair([x, [x + 1]])))(a)
     assert list(out[0]) == ["z", "a"] and type(out[1]) is Pair
     np.testing.assert_allclose(out[1][1][0].data, a + 1)
+
+
+def test_jit_takes_and_returns_namedtuples_as_jax_jit_does():
+    # A namedtuple is built from its fields one by one: rebuilt from one list, a two-field one
+    # raised and a one-field one held the list in its field.
+    P, Q = collections.namedtuple("P", "w b"), collections.namedtuple("Q", "w")
+    a = np.arange(3.0)
+    both = hlo.jit(lambda p: P(p.w * 2, p.w + p.b))(P(a, a))
+    assert type(both) is P
+    np.testing.assert_allclose(both.w.data, a * 2)
+    np.testing.assert_allclose(both.b.data, a * 2)
+    one = hlo.jit(lambda x: Q(x * 2))(a)
+    assert type(one) is Q
+    np.testing.assert_allclose(one.w.data, a * 2)
 
 
 def test_0d_array_arguments_stay_0d_and_promote_as_in_eager():
