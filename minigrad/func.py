@@ -40,19 +40,32 @@ def _fresh_input(value, level, connect):
         t = t.detach()
     if level is not None and t._batch is not level:
         # Unbatched under vmap: one copy per example, so that each example's gradient is its own
-        # (a stride-0 view where nothing outside differentiates through it: no copy is made).
+        # (a stride-0 view where nothing outside differentiates through it, by grad or jvp: no
+        # copy is made).
         shape = (level.size,) + t.shape
-        if t.requires_grad:
+        if t.requires_grad or any(outer.tangent(t) is not None for outer in _State.transforms
+                                  if not outer.batched):
             with Suspend(level):
                 t = ops.Expand.apply(ops.Reshape.apply(t, (1,) + t.shape), shape)
         else:
             t = Tensor._wrap(np.broadcast_to(t.data, shape))
-        t._batch = level
+        _mark_batched(t, level)
     # An operation, so that the levels outside (tangents, batch, trace) see x as t.
     x = ops.Alias.apply(t)
     if not t.requires_grad:
         x.requires_grad = True  # a leaf of its own
     return x
+
+
+def _mark_batched(t, level):
+    """Marks `t`, computed with the batch in dim 0 while vmap's `level` was off the stack, as
+    batched by it, and its tangents, computed the same way, too."""
+    t._batch = level
+    if level is not None:
+        for outer in _State.transforms:
+            tangent = None if outer.batched else outer.tangent(t)
+            if tangent is not None and tangent.data.shape == t.data.shape:
+                tangent._batch = level
 
 
 def vjp(f, *primals, has_aux=False):
@@ -114,12 +127,7 @@ def vjp(f, *primals, has_aux=False):
             gs = []
             for x in xs:
                 g = grads[k] if grads[k] is not None else Tensor._wrap(np.zeros_like(x.data))
-                g._batch = x._batch
-                if level is not None:  # tangents computed with the batch in dim 0 carry it too
-                    for outer in _State.transforms:
-                        t = None if outer.batched else outer.tangent(g)
-                        if t is not None and t.data.shape == g.data.shape:
-                            t._batch = level
+                _mark_batched(g, x._batch)
                 gs.append(g)
                 k += 1
             result.append(unflatten(spec, gs))

@@ -8,7 +8,7 @@ adds its own part: a tangent (forward mode) or the batched rewrite (vmap).
 
 import numpy as np
 
-from minigrad import batching, ops, tangents
+from minigrad import batching, function, ops, tangents
 from minigrad.grad_mode import _State
 from minigrad.tensor import Tensor
 
@@ -86,10 +86,32 @@ class ForwardLevel(Level):
 
     def __init__(self):
         self.tangents = {}  # id(tensor) -> (tensor, tangent); the tensor is kept alive
+        self.first = next(function._sequence)  # nodes recorded from here on are this jvp's
 
     def tangent(self, t):
         entry = self.tangents.get(id(t))
-        return entry[1] if entry is not None and entry[0] is t else None
+        if entry is not None and entry[0] is t:
+            return entry[1]
+        node = t.grad_fn
+        if node is None or node._sequence < self.first:
+            return None
+        return self._derived(t, node)
+
+    def _derived(self, t, node):
+        """The tangent of `t`, the output of a recorded operation this level did not see: one
+        a vmap batching rule ran while the levels inside vmap were off the stack (the Reshape
+        that makes a batch of vectors a batch of matrices for matmul). A grad inside jvp
+        inside vmap differentiates those operations, and without their tangents took them for
+        constants: vmap(jvp(grad(x @ x))) gave 0 for 2. Derived once from the node's inputs,
+        by the operation's tangent rule, as process() would have."""
+        args = node.inputs
+        tans = [self.tangent(a) if a.__class__ is Tensor else None for a in args]
+        out = None
+        if any(x is not None for x in tans):
+            with Suspend(self):
+                out = tangents.tangent(type(node), args, t, tans)
+        self.tangents[id(t)] = (t, out)
+        return out
 
     def process(self, cls, args):
         tans = [self.tangent(a) if a.__class__ is Tensor else None for a in args]
