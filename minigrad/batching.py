@@ -157,10 +157,9 @@ def softmax(cls, args, batched):
     return cls.apply(x, F._dim(cls.op, x.shape[1:], dim) + 1)
 
 
-def cross_entropy(cls, args, batched):
-    """Per-example loss: the mean over rows of -log_softmax at each row's target."""
-    (logits, target), (bl, bt) = args, batched
-    batch = (logits if bl else target).shape[0]
+def _logits_and_target(logits, target, bl, bt, batch):
+    """cross_entropy's logits (batch, rows, classes) and checked class indices (batch, rows),
+    each batched or shared."""
     target = np.asarray(target.data if isinstance(target, Tensor) else target)
     shape = logits.shape[1:] if bl else logits.shape
     if not bl:
@@ -168,10 +167,35 @@ def cross_entropy(cls, args, batched):
     F.check_target(shape, target[0] if bt else target)
     if bt:
         F.check_target((target.size,) + shape[1:], target.reshape(-1))
-    target = np.broadcast_to(target, (batch,) + shape[:1])
+    return logits, np.broadcast_to(target, (batch,) + shape[:1])
+
+
+def _rows(batch, rows):
+    return np.arange(batch)[:, None], np.arange(rows)[None, :]
+
+
+def cross_entropy(cls, args, batched):
+    """Per-example loss: the mean over rows of -log_softmax at each row's target."""
+    (logits, target), (bl, bt) = args, batched
+    batch = (logits if bl else target).shape[0]
+    logits, target = _logits_and_target(logits, target, bl, bt, batch)
     picked = ops.Index.apply(F.LogSoftmax.apply(logits, 2),
-                             (np.arange(batch)[:, None], np.arange(shape[0])[None, :], target))
+                             _rows(batch, logits.shape[1]) + (target,))
     return -ops.Mean.apply(picked, (1,))
+
+
+def cross_entropy_grad(cls, args, batched):
+    """cross_entropy's gradient per example, (softmax(logits) - onehot(target)) * grad / rows,
+    in recorded operations (differentiated again by hessian, or by a jvp's tangent rule)."""
+    (logits, target, grad), (bl, bt, bg) = args[:3], batched[:3]
+    batch = next(a for a, b in zip(args, batched) if b).shape[0]
+    logits, target = _logits_and_target(logits, target, bl, bt, batch)
+    onehot = np.zeros(logits.shape, logits.dtype)
+    onehot[_rows(batch, logits.shape[1]) + (target,)] = 1
+    scale = grad / logits.shape[1]
+    if bg:
+        scale = ops.Reshape.apply(scale, (batch, 1, 1))
+    return (F.Softmax.apply(logits, 2) - Tensor._wrap(onehot)) * scale
 
 
 def linear(cls, args, batched):
@@ -193,7 +217,8 @@ RULES = {
     ops.Sum: reduction, ops.Mean: reduction, ops.Max: reduction,
     ops.MatMul: matmul, ops.Reshape: reshape, ops.Permute: permute, ops.Expand: expand,
     ops.SumTo: sum_to, ops.Index: index, ops.IndexAdd: index_add,
-    F.Softmax: softmax, F.LogSoftmax: softmax, F.CrossEntropy: cross_entropy, F.Linear: linear,
+    F.Softmax: softmax, F.LogSoftmax: softmax, F.CrossEntropy: cross_entropy,
+    F.CrossEntropyGrad: cross_entropy_grad, F.Linear: linear,
 }
 
 

@@ -78,8 +78,9 @@ RULES = {
     ops.IndexAdd: _linear(ops.IndexAdd.apply),
     F.Softmax: lambda args, out, t: F.Softmax.backward_of(out, t[0], args[1]),
     F.LogSoftmax: lambda args, out, t: t[0] - (out.exp() * t[0]).sum(args[1], keepdim=True),
+    # (the target as it came: a Tensor stays one, so that vmap sees whether it is batched)
     F.CrossEntropy: lambda args, out, t: (F.CrossEntropyGrad.apply(
-        args[0], _target(args[1]), Tensor._wrap(np.ones((), args[0].dtype))) * t[0]).sum(),
+        args[0], args[1], Tensor._wrap(np.ones((), args[0].dtype))) * t[0]).sum(),
     F.CrossEntropyGrad: lambda args, out, t: _total(out, *_softmax_grad(
         args[0], args[1], args[2], t[0], t[2])),
     F.Linear: lambda args, out, t: _total(out, *[
@@ -87,10 +88,6 @@ RULES = {
         None if t[1] is None else F.Linear.apply(args[0], t[1], None),
         t[2]]),
 }
-
-
-def _target(target):
-    return target.data if isinstance(target, Tensor) else target
 
 
 def _max_tangent(a, dim=None, keepdim=False, da=None):

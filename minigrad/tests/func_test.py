@@ -534,13 +534,36 @@ def test_vmap_of_hessian_and_of_jvp_of_grad_of_x_at_x_match_torch_func(shape):
            tf.vmap(lambda x, v: hvp(tf, x, v))(torch.tensor(x), torch.tensor(v)))
 
 
-# A known gap (strict xfail: it fails today, and a fix shows): cross_entropy's gradient node has
-# no batching rule.
-VMAP_JACOBIAN_GAPS = ("cross_entropy",)
+def test_vmap_of_jacfwd_and_hessian_of_cross_entropy_with_per_example_targets_matches_torch_func():
+    rng = np.random.default_rng(2)
+    z, t = rng.normal(size=(3, 2, 4)), rng.integers(0, 4, size=(3, 2))
+    f = lambda z, t: F.cross_entropy(z, t)
+    g = lambda z, t: torch.nn.functional.cross_entropy(z, t)
+    mine, theirs = (minigrad.Tensor(z), minigrad.Tensor(t)), (torch.tensor(z), torch.tensor(t))
+    _close(func.vmap(func.jacfwd(f))(*mine), tf.vmap(tf.jacfwd(g))(*theirs))
+    _close(func.vmap(func.hessian(f))(*mine), tf.vmap(tf.hessian(g))(*theirs))
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True))
-                                  if n in VMAP_JACOBIAN_GAPS else n for n in OPS])
+@pytest.mark.parametrize("batched", [(True, True, True), (True, False, False), (False, True, True),
+                                     (True, True, False)])
+def test_the_batching_rule_of_cross_entropys_gradient_equals_it_per_example(batched):
+    """(logits, target, incoming gradient), each batched or shared: the batched node equals
+    the node applied to each example."""
+    rng = np.random.default_rng(3)
+    shapes = [(2, 4), (2,), ()]
+    values = [rng.normal(size=s) for s in shapes]
+    values[1] = rng.integers(0, 4, size=(2,))
+    args = [(rng.integers(0, 4, size=(3,) + s) if k == 1 else rng.normal(size=(3,) + s)) if b
+            else v for k, (s, v, b) in enumerate(zip(shapes, values, batched))]
+    out = func.vmap(lambda z, t, g: F.CrossEntropyGrad.apply(z, t, g),
+                    in_dims=tuple(0 if b else None for b in batched))(
+        *[minigrad.Tensor(a) for a in args])
+    for i in range(3):
+        one = [minigrad.Tensor(a[i] if b else a) for a, b in zip(args, batched)]
+        np.testing.assert_allclose(out.data[i], F.CrossEntropyGrad.apply(*one).data, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", OPS)
 def test_vmap_of_jacobians_and_hessian_matches_torch_func(name):
     """Jacobians per example: reverse and forward mode inside vmap, and forward over reverse
     (the tangents of the batched backward pass keep the batch)."""
