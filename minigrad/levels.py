@@ -56,6 +56,10 @@ def as_tensor(value):
 class Level:
     batched = False
 
+    def tangent(self, t):
+        """t's tangent at this level: only a jvp's (ForwardLevel) has tangents."""
+        return None
+
     def __enter__(self):
         _State.transforms.append(self)
         return self

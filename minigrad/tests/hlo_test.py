@@ -111,6 +111,16 @@ def test_jit_takes_and_returns_namedtuples_as_jax_jit_does():
     np.testing.assert_allclose(one.w.data, a * 2)
 
 
+def test_jit_of_per_example_gradients_equals_eager():
+    # vmap(grad)'s per-example copies ask every level on the stack for tangents: jit's trace
+    # level had no such method, and the trace raised AttributeError.
+    rng = np.random.default_rng(0)
+    w, x = rng.normal(size=(2, 3)), rng.normal(size=(4, 3))
+    g = func.vmap(func.grad(lambda w, x: (F.linear(x, w) ** 2).sum()), in_dims=(None, 0))
+    np.testing.assert_allclose(hlo.jit(g)(w, x).data,
+                               g(minigrad.Tensor(w), minigrad.Tensor(x)).data, **TOL)
+
+
 def test_0d_array_arguments_stay_0d_and_promote_as_in_eager():
     x, s = np.array([1.0, 2.0], np.float32), np.array(3.0)  # a 0-d float64 is a scalar to types
     eager = minigrad.Tensor(x) * minigrad.Tensor(s)
