@@ -8,7 +8,7 @@ adds its own part: a tangent (forward mode) or the batched rewrite (vmap).
 
 import numpy as np
 
-from minigrad import batching, function, ops, tangents
+from minigrad import batching, ops, tangents
 from minigrad.grad_mode import _State
 from minigrad.tensor import Tensor
 
@@ -85,45 +85,78 @@ class Suspend:
             _State.transforms.insert(self.at, self.level)
 
 
+_resting = []  # the jvp levels whose process() is handing an operation to the levels below
+
+
 class ForwardLevel(Level):
     """jvp: tangents by tensor; each operation's tangent comes from its rule."""
 
     def __init__(self):
         self.tangents = {}  # id(tensor) -> (tensor, tangent); the tensor is kept alive
-        self.first = next(function._sequence)  # nodes recorded from here on are this jvp's
+        # id(tensor) -> (tensor, class, args): what made each tensor of a vmap batching rule
+        # run inside this jvp (_Origins)
+        self.origins = {}
 
     def tangent(self, t):
         entry = self.tangents.get(id(t))
         if entry is not None and entry[0] is t:
             return entry[1]
-        node = t.grad_fn
-        if node is None or node._sequence < self.first:
-            return None
-        return self._derived(t, node)
+        origin = self.origins.get(id(t))
+        return self._derived(t, origin[1], origin[2]) if origin and origin[0] is t else None
 
-    def _derived(self, t, node):
-        """The tangent of `t`, the output of a recorded operation this level did not see: one
-        a vmap batching rule ran while the levels inside vmap were off the stack (the Reshape
-        that makes a batch of vectors a batch of matrices for matmul). A grad inside jvp
-        inside vmap differentiates those operations, and without their tangents took them for
-        constants: vmap(jvp(grad(x @ x))) gave 0 for 2. Derived once from the node's inputs,
-        by the operation's tangent rule, as process() would have."""
-        args = node.inputs
-        tans = [self.tangent(a) if a.__class__ is Tensor else None for a in args]
+    def _derived(self, t, cls, args):
+        """The tangent of `t`, made by an operation this level did not see: one a vmap
+        batching rule ran while the levels inside vmap were off the stack (the Reshape that
+        makes a batch of vectors a batch of matrices for matmul). A grad inside jvp inside vmap
+        differentiates those operations, and without their tangents took them for constants:
+        vmap(jvp(grad(x @ x))) gave 0 for 2. Derived once, by the operation's tangent rule on
+        the whole batch (as the backward pass that reads it runs), from its inputs' tangents,
+        a shared one given the batch dim first."""
+        tans = []
+        for a in args:
+            d = self.tangent(a) if a.__class__ is Tensor else None
+            if d is not None and d.data.shape != a.data.shape:
+                if a._batch is None:
+                    raise NotImplementedError(
+                        "jvp inside vmap: a per-example tangent of a shared tensor that a "
+                        "batching rule used (for %s) is not supported; batch the tensor too "
+                        "(in_dims)" % cls.__name__)
+                with Suspend(self):
+                    d = ops.Expand.apply(ops.Reshape.apply(d, (1,) + d.data.shape), a.data.shape)
+            tans.append(d)
         out = None
         if any(x is not None for x in tans):
             with Suspend(self):
-                out = tangents.tangent(type(node), args, t, tans)
+                out = tangents.tangent(cls, args, t, tans)
         self.tangents[id(t)] = (t, out)
         return out
 
     def process(self, cls, args):
         tans = [self.tangent(a) if a.__class__ is Tensor else None for a in args]
-        with Suspend(self):  # primal and tangent are computed by the levels below
-            out = cls.apply(*args)
-            t = None if all(x is None for x in tans) else tangents.tangent(cls, args, out, tans)
+        _resting.append(self)
+        try:
+            with Suspend(self):  # primal and tangent are computed by the levels below
+                out = cls.apply(*args)
+                t = None if all(x is None for x in tans) else tangents.tangent(cls, args, out, tans)
+        finally:
+            _resting.pop()
         if t is not None:
             self.tangents[id(out)] = (out, t)
+        return out
+
+
+class _Origins(Level):
+    """Records, for the jvp levels resting above a vmap level, what made each tensor of the
+    batching rule it runs (ForwardLevel._derived)."""
+
+    def __init__(self, levels):
+        self.levels = levels
+
+    def process(self, cls, args):
+        with Suspend(self):
+            out = cls.apply(*args)
+        for level in self.levels:
+            level.origins[id(out)] = (out, cls, args)
         return out
 
 
@@ -146,7 +179,15 @@ class BatchLevel(Level):
                 if cls is ops.Index:
                     batching._batched_index(args[1])  # refuses batched index tensors
                 return cls.apply(*args)
-            out = batching.batch_rule(cls)(cls, args, flags)
+            rule = batching.batch_rule(cls)
+            if _resting:  # jvp levels inside this vmap: they may need to see the rule's work
+                inner = list(_resting)
+                with _Origins(inner):
+                    out = rule(cls, args, flags)
+                for level in inner:  # the result's tangent is the operation's (their process)
+                    level.origins.pop(id(out), None)
+            else:
+                out = rule(cls, args, flags)
         finally:
             stack.append(self)
         out._batch = self

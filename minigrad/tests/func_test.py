@@ -517,8 +517,25 @@ def test_vmap_of_hessian_and_of_jvp_of_grad_through_matmul_match_torch_func(form
     mine, theirs = [minigrad.Tensor(a) for a in args], [torch.tensor(a) for a in args]
     _close(func.vmap(func.hessian(f, argnums=argnum), in_dims=in_dims)(*mine),
            tf.vmap(tf.hessian(f, argnums=argnum), in_dims=in_dims)(*theirs))
+    # the mixed partials: jvp along the argument grad does not differentiate (which need not
+    # require grad, so that the batching rules' work on it is not recorded)
+    _close(func.vmap(func.jacfwd(func.grad(f, argnums=argnum), argnums=1 - argnum),
+                     in_dims=in_dims)(*mine),
+           tf.vmap(tf.jacfwd(tf.grad(f, argnums=argnum), argnums=1 - argnum),
+                   in_dims=in_dims)(*theirs))
     _close(hvp(func, func.grad, func.jvp)(*mine, minigrad.Tensor(v)),
            hvp(tf, tf.grad, tf.jvp)(*theirs, torch.tensor(v)))
+
+
+def test_jvp_of_grad_inside_vmap_with_per_example_tangents_of_a_shared_weight_is_a_clear_error():
+    """Not supported (torch.func takes it): the batching rules' work on the shared weight
+    would need its per-example tangent. It gave wrong values; it raises."""
+    rng = np.random.default_rng(0)
+    x0, w, vs = (minigrad.Tensor(rng.normal(size=s)) for s in ((4, 3), (2, 3), (5, 2, 3)))
+    along = lambda v: func.jvp(lambda w: func.grad(lambda x: (F.linear(x, w) ** 2).sum())(x0),
+                               (w,), (v,))[1]
+    with pytest.raises(NotImplementedError, match="per-example tangent of a shared tensor"):
+        func.vmap(along)(vs)
 
 
 @pytest.mark.parametrize("shape", [(4,), (3, 3)])
