@@ -43,8 +43,7 @@ def _fresh_input(value, level, connect):
         # (a stride-0 view where nothing outside differentiates through it, by grad or jvp: no
         # copy is made).
         shape = (level.size,) + t.shape
-        if t.requires_grad or any(outer.tangent(t) is not None for outer in _State.transforms
-                                  if not outer.batched):
+        if t.requires_grad or any(outer.tangent(t) is not None for outer in _State.transforms):
             with Suspend(level):
                 t = ops.Expand.apply(ops.Reshape.apply(t, (1,) + t.shape), shape)
         else:
@@ -63,7 +62,7 @@ def _mark_batched(t, level):
     t._batch = level
     if level is not None:
         for outer in _State.transforms:
-            tangent = None if outer.batched else outer.tangent(t)
+            tangent = outer.tangent(t)
             if tangent is not None and tangent.data.shape == t.data.shape:
                 tangent._batch = level
 
