@@ -58,13 +58,18 @@ def _fresh_input(value, level, connect):
 
 def _mark_batched(t, level):
     """Marks `t`, computed with the batch in dim 0 while vmap's `level` was off the stack, as
-    batched by it, and its tangents, computed the same way, too."""
+    batched by it, and its tangents, computed the same way, too (and theirs, under nested
+    jvps: jacfwd(jacfwd(jacrev)))."""
     t._batch = level
-    if level is not None:
+    todo = [t] if level is not None else []
+    while todo:
+        t = todo.pop()
         for outer in _State.transforms:
             tangent = outer.tangent(t)
-            if tangent is not None and tangent.data.shape == t.data.shape:
+            if (tangent is not None and tangent._batch is not level
+                    and tangent.data.shape == t.data.shape):
                 tangent._batch = level
+                todo.append(tangent)
 
 
 def vjp(f, *primals, has_aux=False):

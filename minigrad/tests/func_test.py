@@ -527,6 +527,18 @@ def test_vmap_of_hessian_and_of_jvp_of_grad_through_matmul_match_torch_func(form
            hvp(tf, tf.grad, tf.jvp)(*theirs, torch.tensor(v)))
 
 
+@pytest.mark.parametrize("in_dims", [(0, None), (0, 0)])
+def test_vmap_of_third_derivatives_matches_torch_func(in_dims):
+    """jacfwd(jacfwd(jacrev)) inside vmap: the second jvp's tangents of the first's tangents
+    carry the batch too (the stack of their columns raised, not broadcastable)."""
+    rng = np.random.default_rng(5)
+    x, w = rng.normal(size=(2, 3)), rng.normal(size=(2, 3, 3) if in_dims[1] == 0 else (3, 3))
+    f = lambda x, w: (w @ x).tanh().sum()
+    third = lambda lib: lib.vmap(lib.jacfwd(lib.jacfwd(lib.jacrev(f))), in_dims=in_dims)
+    _close(third(func)(minigrad.Tensor(x), minigrad.Tensor(w)),
+           third(tf)(torch.tensor(x), torch.tensor(w)))
+
+
 def test_jvp_of_grad_inside_vmap_with_per_example_tangents_of_a_shared_weight_is_a_clear_error():
     """Not supported (torch.func takes it): the batching rules' work on the shared weight
     would need its per-example tangent. It gave wrong values; it raises."""
