@@ -231,6 +231,16 @@ def jvp(f, primals, tangents, has_aux=False):
 
 # -- Jacobians ------------------------------------------------------------------------------
 
+def _tensors(name, args, nums):
+    """The arguments a Jacobian is taken with respect to, each one tensor."""
+    for i in nums:
+        if isinstance(args[i], (dict, list, tuple)):
+            raise TypeError("%s: argument %d is a %s: jacrev, jacfwd and hessian differentiate "
+                            "with respect to tensors, one per argnum (grad and vjp take trees "
+                            "of them)" % (name, i, type(args[i]).__name__))
+    return [as_tensor(args[i]) for i in nums]
+
+
 def _stack(parts, shape, last=False):
     """Tensors of one shape stacked into `shape` along a new first (or last) dim, recorded so
     that transforms outside see through it."""
@@ -255,9 +265,10 @@ def jacrev(f, argnums=0):
     one per output)."""
     def wrapped(*args):
         nums, call_with = _select(args, argnums)
-        out, fn = vjp(call_with(f), *[as_tensor(args[i]) for i in nums])
+        primals = _tensors("jacrev", args, nums)
+        out, fn = vjp(call_with(f), *primals)
         outs, out_spec = flatten(out)
-        shapes = [as_tensor(args[i]).shape for i in nums]
+        shapes = [p.shape for p in primals]
         jacs = [[] for _ in nums]
         for m, o in enumerate(outs):
             rows = []
@@ -281,7 +292,7 @@ def jacfwd(f, argnums=0):
     one per output)."""
     def wrapped(*args):
         nums, call_with = _select(args, argnums)
-        primals = tuple(as_tensor(args[i]) for i in nums)
+        primals = tuple(_tensors("jacfwd", args, nums))
         jacs = []
         for j, x in enumerate(primals):
             cols = []

@@ -325,6 +325,14 @@ def test_vmap_in_dims_out_dims_and_unbatched_outputs_like_torch_func():
     _close(mine, theirs)
 
 
+def test_jacobians_of_a_tree_argument_are_a_clear_error():
+    # (it was "differentiated inputs must be floating point, got object")
+    f = lambda p: (p["x"] ** 2).sum()
+    for transform in (func.jacrev, func.jacfwd, func.hessian):
+        with pytest.raises(TypeError, match="argument 0 is a dict: jacrev, jacfwd and hessian"):
+            transform(f)({"x": minigrad.Tensor(np.ones(2))})
+
+
 def test_vmap_bad_in_dims_and_out_dims_are_clear_errors():
     x = minigrad.Tensor(np.ones((3, 2)))
     with pytest.raises(ValueError, match="batch sizes 3 and 2"):
