@@ -16,6 +16,13 @@ from minigrad import ops
 from minigrad.tensor import Tensor
 
 
+def repeated(t, count):
+    """t repeated `count` times along a new dim 0: a stride-0 view, in recorded operations (so
+    that a transform outside sees through it)."""
+    shape = t.data.shape
+    return ops.Expand.apply(ops.Reshape.apply(t, (1,) + shape), (count,) + shape)
+
+
 def _ndim(value, batched):
     """The logical (one example's) number of dims."""
     return value.ndim - 1 if batched else np.ndim(value)
@@ -163,7 +170,7 @@ def _logits_and_target(logits, target, bl, bt, batch):
     target = np.asarray(target.data if isinstance(target, Tensor) else target)
     shape = logits.shape[1:] if bl else logits.shape
     if not bl:
-        logits = ops.Expand.apply(ops.Reshape.apply(logits, (1,) + shape), (batch,) + shape)
+        logits = repeated(logits, batch)
     F.check_target(shape, target[0] if bt else target)
     if bt:
         F.check_target((target.size,) + shape[1:], target.reshape(-1))

@@ -20,6 +20,7 @@ tensors inside vmap is refused.
 import numpy as np
 
 from minigrad import autograd, ops
+from minigrad.batching import repeated
 from minigrad.grad_mode import _State, enable_grad, no_grad
 from minigrad.levels import (BatchLevel, ForwardLevel, Suspend, as_tensor, flatten,
                              innermost_batch, unflatten)
@@ -42,12 +43,11 @@ def _fresh_input(value, level, connect):
         # Unbatched under vmap: one copy per example, so that each example's gradient is its own
         # (a stride-0 view where nothing outside differentiates through it, by grad or jvp: no
         # copy is made).
-        shape = (level.size,) + t.shape
         if t.requires_grad or any(outer.tangent(t) is not None for outer in _State.transforms):
             with Suspend(level):
-                t = ops.Expand.apply(ops.Reshape.apply(t, (1,) + t.shape), shape)
+                t = repeated(t, level.size)
         else:
-            t = Tensor._wrap(np.broadcast_to(t.data, shape))
+            t = Tensor._wrap(np.broadcast_to(t.data, (level.size,) + t.shape))
         _mark_batched(t, level)
     # An operation, so that the levels outside (tangents, batch, trace) see x as t.
     x = ops.Alias.apply(t)
@@ -113,7 +113,7 @@ def vjp(f, *primals, has_aux=False):
             c = as_tensor(c)
             if level is not None and o._batch is level and c._batch is not level:
                 with Suspend(level):
-                    c = ops.Expand.apply(ops.Reshape.apply(c, (1,) + c.shape), o.data.shape)
+                    c = repeated(c, level.size)
                 c._batch = level
             if c.shape != o.shape:
                 raise ValueError("vjp_fn: cotangent of shape %s for an output of shape %s"
@@ -391,7 +391,7 @@ def vmap(f, in_dims=0, out_dims=0):
                 if dim is None:
                     results.append(o)
                     continue
-                o = ops.Expand.apply(ops.Reshape.apply(o, (1,) + o.shape), (size,) + o.shape)
+                o = repeated(o, size)
             elif dim is None:
                 raise ValueError("vmap: out_dims is None for an output that depends on the batch")
             if not -o.ndim <= dim < o.ndim:

@@ -122,7 +122,7 @@ class ForwardLevel(Level):
                         "batching rule used (for %s) is not supported; batch the tensor too "
                         "(in_dims)" % cls.__name__)
                 with Suspend(self):
-                    d = ops.Expand.apply(ops.Reshape.apply(d, (1,) + d.data.shape), a.data.shape)
+                    d = batching.repeated(d, a.data.shape[0])
             tans.append(d)
         out = None
         if any(x is not None for x in tans):
