@@ -11,8 +11,9 @@ Transforms compose: jvp and vmap are levels on a stack that Function.apply
 hands each operation to (innermost first); grad inside vmap copies unbatched
 inputs per example and differentiates the batched graph in one backward pass.
 Arguments and outputs may be tensors, arrays, numbers, or lists/tuples/dicts of them (vmap's
-in_dims entries too: one dim for a whole argument, or a tree of dims shaped as it; jacrev and
-jacfwd give one Jacobian per output, in the output's structure, as torch.func).
+in_dims entries too: one dim for a whole argument, or a tree of dims shaped as it). jacrev and
+jacfwd nest Jacobians as torch.func: the output's structure, then a tuple over argnums (if a
+tuple), then each argument's structure, one Jacobian per (output, input) pair of tensors.
 Limits: one vmap level at a time (no vmap of vmap); indexing with batched index
 tensors inside vmap is refused.
 """
@@ -231,44 +232,44 @@ def jvp(f, primals, tangents, has_aux=False):
 
 # -- Jacobians ------------------------------------------------------------------------------
 
-def _tensors(name, args, nums):
-    """The arguments a Jacobian is taken with respect to, each one tensor."""
+def _trees(args, nums):
+    """Each differentiated argument as (its tensors, its structure): a tensor, or a tree of
+    them (as torch.func)."""
+    trees = []
     for i in nums:
-        if isinstance(args[i], (dict, list, tuple)):
-            raise TypeError("%s: argument %d is a %s: jacrev, jacfwd and hessian differentiate "
-                            "with respect to tensors, one per argnum (grad and vjp take trees "
-                            "of them)" % (name, i, type(args[i]).__name__))
-    return [as_tensor(args[i]) for i in nums]
+        leaves, spec = flatten(args[i])
+        trees.append(([as_tensor(x) for x in leaves], spec))
+    return trees
 
 
-def _stack(parts, shape, last=False):
+def _stack(parts, shape, dtype, last=False):
     """Tensors of one shape stacked into `shape` along a new first (or last) dim, recorded so
-    that transforms outside see through it."""
+    that transforms outside see through it (zeros of `dtype` where there are none)."""
     total = None
     for k, part in enumerate(parts):
         index = (Ellipsis, k) if last else (k,)
         placed = ops.IndexAdd.apply(part, index, shape)
         total = placed if total is None else total + placed
-    return total
+    return total if total is not None else Tensor._wrap(np.zeros(shape, dtype))
 
 
 def _per_output(out_spec, jacs, argnums):
-    """jacs[j][m] (argument j, output m) as torch.func gives them: f's output structure, and in
-    each place one Jacobian, or a tuple of them over a tuple of argnums."""
+    """jacs[j][m] (argument j, output m; each a tree shaped as argument j) as torch.func gives
+    them: f's output structure, and in each place one argument's Jacobians, or a tuple of them
+    over a tuple of argnums."""
     count = len(jacs[0])
     return unflatten(out_spec, [jacs[0][m] if isinstance(argnums, int)
                                 else tuple(by_arg[m] for by_arg in jacs) for m in range(count)])
 
 
 def jacrev(f, argnums=0):
-    """The Jacobian of f by reverse mode: shape output.shape + input.shape (for several outputs,
-    one per output)."""
+    """The Jacobian of f by reverse mode: shape output.shape + input.shape for each output and
+    each tensor differentiated, in the structures of f's output and of its arguments."""
     def wrapped(*args):
         nums, call_with = _select(args, argnums)
-        primals = _tensors("jacrev", args, nums)
-        out, fn = vjp(call_with(f), *primals)
+        trees = _trees(args, nums)
+        out, fn = vjp(call_with(f), *[unflatten(spec, xs) for xs, spec in trees])
         outs, out_spec = flatten(out)
-        shapes = [p.shape for p in primals]
         jacs = [[] for _ in nums]
         for m, o in enumerate(outs):
             rows = []
@@ -279,33 +280,47 @@ def jacrev(f, argnums=0):
                 cts = [Tensor._wrap(basis.reshape(o.shape)) if n == m else
                        Tensor._wrap(np.zeros(other.shape, other.dtype))
                        for n, other in enumerate(outs)]
-                rows.append(fn(unflatten(out_spec, cts)))
-            for j, shape in enumerate(shapes):
-                jacs[j].append(ops.Reshape.apply(_stack([r[j] for r in rows], (size,) + shape),
-                                                 o.shape + shape))
+                rows.append([flatten(g)[0] for g in fn(unflatten(out_spec, cts))])
+            for j, (xs, spec) in enumerate(trees):
+                jacs[j].append(unflatten(spec, [
+                    ops.Reshape.apply(_stack([r[j][l] for r in rows], (size,) + x.shape,
+                                             np.result_type(o.dtype, x.dtype)),
+                                      o.shape + x.shape) for l, x in enumerate(xs)]))
         return _per_output(out_spec, jacs, argnums)
     return wrapped
 
 
 def jacfwd(f, argnums=0):
-    """The Jacobian of f by forward mode: shape output.shape + input.shape (for several outputs,
-    one per output)."""
+    """The Jacobian of f by forward mode: shape output.shape + input.shape for each output and
+    each tensor differentiated, in the structures of f's output and of its arguments."""
     def wrapped(*args):
         nums, call_with = _select(args, argnums)
-        primals = tuple(_tensors("jacfwd", args, nums))
-        jacs = []
-        for j, x in enumerate(primals):
-            cols = []
-            size = int(np.prod(x.shape))  # inside vmap: one example's
-            for e in range(size):
-                basis = [Tensor._wrap(np.zeros(p.shape, p.dtype)) for p in primals]
-                basis[j].data.reshape(-1)[e] = 1
-                out, col = jvp(call_with(f), primals, tuple(basis))
-                cols.append(flatten(col)[0])
-            outs, out_spec = flatten(out)
-            jacs.append([ops.Reshape.apply(_stack([c[m] for c in cols], o.shape + (size,),
-                                                  last=True), o.shape + x.shape)
-                         for m, o in enumerate(outs)])
+        trees = _trees(args, nums)
+        primals = tuple(unflatten(spec, xs) for xs, spec in trees)
+
+        out = [None]  # f's output, from the last push
+
+        def push(j=None, l=None, e=None):
+            """The tangents of f's outputs along element e of tensor l of argument j (all zero
+            when j is None)."""
+            basis = [[Tensor._wrap(np.zeros(x.shape, x.dtype)) for x in xs] for xs, _ in trees]
+            if j is not None:
+                basis[j][l].data.reshape(-1)[e] = 1
+            out[0], tangent = jvp(call_with(f), primals, tuple(
+                unflatten(spec, b) for b, (_, spec) in zip(basis, trees)))
+            return flatten(tangent)[0]
+
+        cols = [[[push(j, l, e) for e in range(x.numel())]  # in vmap: one example's
+                 for l, x in enumerate(xs)] for j, (xs, _) in enumerate(trees)]
+        if out[0] is None:  # every input is empty: one push for f's output structure
+            push()
+        outs, out_spec = flatten(out[0])
+        jacs = [[unflatten(spec, [
+                    ops.Reshape.apply(_stack([c[m] for c in by_leaf], o.shape + (x.numel(),),
+                                             np.result_type(o.dtype, x.dtype), last=True),
+                                      o.shape + x.shape)
+                    for x, by_leaf in zip(xs, by_arg)])
+                 for m, o in enumerate(outs)] for (xs, spec), by_arg in zip(trees, cols)]
         return _per_output(out_spec, jacs, argnums)
     return wrapped
 
