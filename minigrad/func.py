@@ -37,7 +37,8 @@ def _fresh_input(value, level, connect):
     `connect`)."""
     t = as_tensor(value)
     if t.dtype.kind not in "fc":
-        raise TypeError("grad/vjp: differentiated inputs must be floating point, got %s" % t.dtype)
+        raise TypeError("grad/vjp: differentiated inputs must be floating point or complex, got %s"
+                        % t.dtype)
     if t.requires_grad and not connect:  # under an outer no_grad: see vjp
         t = t.detach()
     if level is not None and t._batch is not level:
@@ -204,6 +205,8 @@ def jvp(f, primals, tangents, has_aux=False):
     inputs = []
     for p, t in zip(p_leaves, t_leaves):
         x, t = ops.Alias.apply(as_tensor(p)), as_tensor(t)
+        if x.dtype.kind not in "fc":  # an integer primal has no tangent space (torch.func too)
+            raise TypeError("jvp: primals must be floating point or complex, got %s" % x.dtype)
         if t.shape != x.shape:
             raise ValueError("jvp: tangent of shape %s for a primal of shape %s" % (t.shape, x.shape))
         if batch is not None and x._batch is batch and t._batch is not batch:

@@ -365,6 +365,25 @@ def test_jacobians_with_empty_inputs_or_outputs_are_empty_like_torch_func(transf
     assert tf.jacrev(lambda t: t[:0] * 2)(torch.ones(3)).shape == (0, 3)
 
 
+@pytest.mark.parametrize("transform", ["grad", "jvp", "jacrev", "jacfwd", "hessian"])
+def test_integer_inputs_to_differentiate_are_a_clear_error_like_torch_func(transform):
+    # (jvp and jacfwd returned integer tangents, and jacfwd zeros for an int leaf of a tree.)
+    f = lambda p: (p["w"] * 2.0).sum()
+    for p in ({"w": np.ones(2), "n": np.array([1, 2])}, {"w": np.array([1, 2])}):
+        args = {k: minigrad.Tensor(v) for k, v in p.items()}
+        with pytest.raises(TypeError, match="floating point or complex, got int64"):
+            if transform == "jvp":
+                func.jvp(f, (args,), (args,))
+            else:
+                getattr(func, transform)(f)(args)
+        targs = {k: torch.tensor(v) for k, v in p.items()}
+        with pytest.raises((ValueError, RuntimeError), match="floating point"):
+            if transform == "jvp":
+                tf.jvp(f, (targs,), (targs,))
+            else:
+                getattr(tf, transform)(f)(targs)
+
+
 def test_vmap_bad_in_dims_and_out_dims_are_clear_errors():
     x = minigrad.Tensor(np.ones((3, 2)))
     with pytest.raises(ValueError, match="batch sizes 3 and 2"):
