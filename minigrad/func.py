@@ -214,6 +214,13 @@ def jvp(f, primals, tangents, has_aux=False):
             # view), so that a backward pass run on the whole batch can carry it.
             t = Tensor._wrap(np.broadcast_to(t.data, x.data.shape))
             t._batch = batch
+        elif batch is not None and t._batch is batch and x._batch is not batch:
+            # And a per-example tangent of a shared primal gives the primal the batch dim: then
+            # every tensor with a per-example tangent is batched, and the tensors a batching
+            # rule makes of it (ForwardLevel._derived) have tangents of their own shape.
+            with Suspend(batch):
+                x = repeated(x, batch.size)
+            _mark_batched(x, batch)
         level.tangents[id(x)] = (x, t)
         inputs.append(x)
     with level:

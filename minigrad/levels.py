@@ -115,12 +115,8 @@ class ForwardLevel(Level):
         tans = []
         for a in args:
             d = self.tangent(a) if a.__class__ is Tensor else None
-            if d is not None and d.data.shape != a.data.shape:
-                if a._batch is None:
-                    raise NotImplementedError(
-                        "jvp inside vmap: a per-example tangent of a shared tensor that a "
-                        "batching rule used (for %s) is not supported; batch the tensor too "
-                        "(in_dims)" % cls.__name__)
+            if d is not None and d.data.shape != a.data.shape:  # (never a per-example
+                # tangent of a shared tensor: jvp batches such a primal, func.jvp)
                 with Suspend(self):
                     d = batching.repeated(d, a.data.shape[0])
             tans.append(d)

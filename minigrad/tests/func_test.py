@@ -598,15 +598,34 @@ def test_vmap_of_third_derivatives_matches_torch_func(in_dims):
            third(tf)(torch.tensor(x), torch.tensor(w)))
 
 
-def test_jvp_of_grad_inside_vmap_with_per_example_tangents_of_a_shared_weight_is_a_clear_error():
-    """Not supported (torch.func takes it): the batching rules' work on the shared weight
-    would need its per-example tangent. It gave wrong values; it raises."""
+def test_jvp_of_grad_inside_vmap_with_per_example_tangents_of_a_shared_weight_matches_torch_func():
+    """Batched Hessian-vector products at one point: the batching rules' work on the shared
+    weight (linear's transpose) needs its per-example tangent. It gave wrong values, then
+    raised; jvp now batches a shared primal whose tangent is per example."""
     rng = np.random.default_rng(0)
-    x0, w, vs = (minigrad.Tensor(rng.normal(size=s)) for s in ((4, 3), (2, 3), (5, 2, 3)))
-    along = lambda v: func.jvp(lambda w: func.grad(lambda x: (F.linear(x, w) ** 2).sum())(x0),
-                               (w,), (v,))[1]
-    with pytest.raises(NotImplementedError, match="per-example tangent of a shared tensor"):
-        func.vmap(along)(vs)
+    x0, w, vs = (rng.normal(size=s) for s in ((4, 3), (2, 3), (5, 2, 3)))
+
+    def along(lib, linear, tensor):
+        at = lambda w: lib.grad(lambda x: (linear(x, w) ** 2).sum())(tensor(x0))
+        return lib.vmap(lambda v: lib.jvp(at, (tensor(w),), (v,))[1])(tensor(vs))
+    _close(along(func, F.linear, minigrad.Tensor),
+           along(tf, torch.nn.functional.linear, torch.tensor))
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_vmap_over_tangents_at_one_point_matches_torch_func(name):
+    """vmap of jvp and of jvp of grad over per-example tangents of shared primals (jacfwd's
+    and batched Hessian-vector products' pattern)."""
+    f, g, xs, ts, r = _setup(name)
+    vs = _batch([x.data for x in xs], size=2, seed=6)
+    nums = tuple(range(len(xs)))
+
+    def run(lib, fn, primals, tensor):
+        at = lib.grad(_scalar(fn, r, tensor), argnums=nums)
+        return [lib.vmap(lambda *v: lib.jvp(h, tuple(primals), v)[1])(*map(tensor, vs))
+                for h in (fn, at)]
+    for mine, theirs in zip(run(func, f, xs, minigrad.Tensor), run(tf, g, ts, torch.tensor)):
+        _close(mine, theirs)
 
 
 @pytest.mark.parametrize("shape", [(4,), (3, 3)])
