@@ -207,6 +207,8 @@ def cross_entropy_grad(cls, args, batched):
 
 def linear(cls, args, batched):
     (x, w, b), (bx, bw, bb) = args, batched
+    if not (bx or bw):  # the bias alone is batched (jacfwd's column for it)
+        return elementwise(ops.Add, (cls.apply(x, w, None), b), (False, True))
     wt = permute(None, (w, (1, 0)), None) if bw else ops.Permute.apply(w, (1, 0))
     try:
         out = matmul(None, (x, wt), (bx, bw))
