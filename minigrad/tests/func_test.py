@@ -475,6 +475,28 @@ def test_vmap_runs_each_operation_once_over_the_batch_not_per_example():
     assert calls == [(50, 3)]
 
 
+@pytest.mark.parametrize("transform, expected", [
+    ("jacrev", [(3, 4), (4, 3, 4)]),  # f once for the output's shape, then over the 4 rows
+    ("jacfwd", [(12, 3, 4)]),  # over the 12 columns
+])
+def test_jacobians_run_f_over_the_basis_at_once_outside_vmap_like_torch_func(transform, expected):
+    """(They ran a vjp per row, a jvp per column: 4-9x slower than one pass over the basis.)"""
+    calls = []
+    original = minigrad.ops.Exp.forward
+
+    def counting(ctx, a):
+        calls.append(a.shape)
+        return original(ctx, a)
+    x = np.random.default_rng(0).normal(size=(3, 4))
+    minigrad.ops.Exp.forward = staticmethod(counting)
+    try:
+        mine = getattr(func, transform)(lambda x: x.exp().sum(0) * 3)(minigrad.Tensor(x))
+    finally:
+        minigrad.ops.Exp.forward = staticmethod(original)
+    assert calls == expected
+    _close(mine, tf.jacrev(lambda x: x.exp().sum(0) * 3)(torch.tensor(x)))
+
+
 @pytest.mark.parametrize("transform", ["grad", "vjp", "jvp", "vmap(grad)", "jacrev", "jacfwd",
                                        "hessian", "grad(grad)"])
 def test_a_transform_call_leaves_no_reference_cycle(transform):
