@@ -1,6 +1,7 @@
 """Times one training step of the digits MLP (minigrad eager, minigrad jit through XLA, jax.jit,
-PyTorch eager, hand-written NumPy) and per-example gradients (minigrad vmap(grad), torch.func
-vmap(grad), a Python loop of minigrad grad calls).
+PyTorch eager, hand-written NumPy), per-example gradients (minigrad vmap(grad), torch.func
+vmap(grad), a Python loop of minigrad grad calls), and Jacobians with respect to one example's
+input (minigrad.func's jacrev, jacfwd, hessian against torch.func's).
 
     bazel run //minigrad:bench
     bazel run //minigrad:bench -- --batches 64 1347 --rounds 9 --threads 1 --clock cpu
@@ -54,10 +55,14 @@ def minigrad_step(x, y, sizes, lr, seed):
     return step
 
 
-def _mlp_loss(params, x, y):
-    """The digits MLP's loss as a function of its parameters [w1, b1, w2, b2]."""
+def _mlp_logits(params, x):
+    """The digits MLP's logits as a function of its parameters [w1, b1, w2, b2]."""
     w1, b1, w2, b2 = params
-    return F.cross_entropy(F.linear(F.relu(F.linear(x, w1, b1)), w2, b2), y)
+    return F.linear(F.relu(F.linear(x, w1, b1)), w2, b2)
+
+
+def _mlp_loss(params, x, y):
+    return F.cross_entropy(_mlp_logits(params, x), y)
 
 
 def _initial_params(sizes, seed):
@@ -171,6 +176,31 @@ def per_example_grads(x, y, sizes, seed):
             "minigrad loop of grad": lambda: [single(mg_params, mx[i], my[i]) for i in range(len(y))]}
 
 
+def jacobians(x, y, sizes, seed):
+    """The Jacobian of the MLP's logits and the Hessian of its loss with respect to one
+    example's input (a saliency map and its curvature), by minigrad.func and torch.func."""
+    import torch
+    import torch.func as tf
+    import torch.nn.functional as tF
+    params = _initial_params(sizes, seed)
+    mg, th = [Tensor(p) for p in params], [torch.from_numpy(p) for p in params]
+
+    def th_logits(xi):
+        w1, b1, w2, b2 = th
+        return tF.linear(torch.relu(tF.linear(xi, w1, b1)), w2, b2)
+    target = torch.from_numpy(y[:1])
+    pairs = {"jacrev": (func.jacrev(lambda xi: _mlp_logits(mg, xi)), tf.jacrev(th_logits)),
+             "jacfwd": (func.jacfwd(lambda xi: _mlp_logits(mg, xi)), tf.jacfwd(th_logits)),
+             "hessian": (func.hessian(lambda xi: _mlp_loss(mg, xi[None], y[:1])),
+                         tf.hessian(lambda xi: tF.cross_entropy(th_logits(xi[None]), target)))}
+    mx, tx = Tensor(x[0]), torch.from_numpy(x[0])
+    steps = {}
+    for name, (mine, theirs) in pairs.items():
+        steps["minigrad " + name] = functools.partial(mine, mx)
+        steps["torch.func " + name] = functools.partial(theirs, tx)
+    return steps
+
+
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
@@ -246,6 +276,8 @@ def main(argv=None):
                         help="wall time (default) or the process's CPU time")
     parser.add_argument("--per-example-batch", type=int, default=64,
                         help="batch of the per-example-gradient row (default 64; 0 skips it)")
+    parser.add_argument("--jacobians", action=argparse.BooleanOptionalAction, default=True,
+                        help="time jacrev, jacfwd and hessian against torch.func (default on)")
     args = parser.parse_args(argv)
     if min(args.batches) < 1 or args.rounds < 1 or args.round_seconds <= 0 or args.threads < 1:
         parser.error("batch sizes, rounds and threads must be positive")
@@ -259,7 +291,7 @@ def main(argv=None):
                                            args.threads, args.rounds, args.clock))
     clock = CLOCKS[args.clock]
     results = {}
-    total = args.rounds * (len(args.batches) + (args.per_example_batch > 0))
+    total = args.rounds * (len(args.batches) + (args.per_example_batch > 0) + args.jacobians)
     with tqdm(total=total, desc="timing", unit="round", file=sys.stderr) as bar:
         for batch in args.batches:
             x, y, sizes = _batch(batch, args.hidden)
@@ -269,6 +301,9 @@ def main(argv=None):
             x, y, sizes = _batch(args.per_example_batch, args.hidden)
             per_example = measure(per_example_grads(x, y, sizes, 0), args.rounds, args.round_seconds,
                                   bar, clock)
+        if args.jacobians:
+            x, y, sizes = _batch(1, args.hidden)
+            jacs = measure(jacobians(x, y, sizes, 0), args.rounds, args.round_seconds, bar, clock)
     med = statistics.median
     print("\none training step (forward, backward, SGD); ratios: median of the rounds' and its 95% interval")
     print("%6s %11s %8s %10s %9s %9s %21s %21s %21s %21s" % (
@@ -289,6 +324,15 @@ def main(argv=None):
                                            "loop/vmap(grad)", "vmap(grad)/torch.func"))
         print("%13.1f %13.1f %9.1f %21s %21s" % (med(vm) * 1e6, med(tv) * 1e6, med(loop) * 1e6,
                                                 _ratio(loop, vm), _ratio(vm, tv)))
+
+    if args.jacobians:
+        print("\nJacobians with respect to one example's input (%d features)" % sizes[0])
+        print("%9s %12s %14s %21s" % ("transform", "minigrad us", "torch.func us",
+                                      "minigrad/torch.func"))
+        for name in ("jacrev", "jacfwd", "hessian"):
+            mine, theirs = jacs["minigrad " + name], jacs["torch.func " + name]
+            print("%9s %12.1f %14.1f %21s" % (name, med(mine) * 1e6, med(theirs) * 1e6,
+                                              _ratio(mine, theirs)))
 
 
 if __name__ == "__main__":

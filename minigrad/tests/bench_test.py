@@ -24,6 +24,15 @@ def test_every_implementation_trains_the_same_model_to_the_same_losses():
         np.testing.assert_allclose(got, reference, rtol=2e-5, err_msg=name)
 
 
+def test_the_jacobian_rows_compare_the_same_jacobians():
+    x, y, sizes = bench._batch(1, 32)
+    steps = bench.jacobians(x, y, sizes, 3)
+    for name in ("jacrev", "jacfwd", "hessian"):
+        mine, theirs = steps["minigrad " + name](), steps["torch.func " + name]()
+        assert mine.shape == tuple(theirs.shape) == ((10, 64) if name != "hessian" else (64, 64))
+        np.testing.assert_allclose(mine.data, theirs.numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
+
+
 def run(*args):
     return subprocess.run([sys.executable, bench.__file__, *args], capture_output=True, text=True,
                           timeout=600)
@@ -40,6 +49,8 @@ def test_one_batch_prints_every_implementation_and_ratio():
     row = lines[lines.index(header) + 1].split()
     assert row[0] == "8" and all(float(v) > 0 for v in row[1:6])
     assert "per-example gradients of the MLP, batch 4" in out.stdout
+    jac = lines.index("Jacobians with respect to one example's input (64 features)")
+    assert [line.split()[0] for line in lines[jac + 2:jac + 5]] == ["jacrev", "jacfwd", "hessian"]
 
 
 def test_bad_arguments_are_usage_errors():
