@@ -227,6 +227,8 @@ def jvp(f, primals, tangents, has_aux=False):
         out = f(*unflatten(spec, inputs))
     aux = None
     if has_aux:
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise ValueError("jvp(has_aux=True): f must return (output, aux)")
         out, aux = out
     out_leaves, out_spec = flatten(out)
     outs = []
@@ -272,9 +274,10 @@ def _per_output(out_spec, jacs, argnums):
                                 else tuple(by_arg[m] for by_arg in jacs) for m in range(count)])
 
 
-def jacrev(f, argnums=0):
+def jacrev(f, argnums=0, has_aux=False):
     """The Jacobian of f by reverse mode: shape output.shape + input.shape for each output and
-    each tensor differentiated, in the structures of f's output and of its arguments.
+    each tensor differentiated, in the structures of f's output and of its arguments (with
+    has_aux, f returns (output, aux) and this (Jacobian, aux)).
     Outside vmap, every row comes from one backward pass, vmap of vjp over the basis of
     cotangents (as torch.func; f runs once more, over that batch): ~9x a pass per row for a
     40x30 Jacobian. Inside vmap (one level at a time), a backward pass per row."""
@@ -282,7 +285,7 @@ def jacrev(f, argnums=0):
         nums, call_with = _select(args, argnums)
         trees = _trees(args, nums)
         primals = [unflatten(spec, xs) for xs, spec in trees]
-        out, fn = vjp(call_with(f), *primals)
+        out, fn, *aux = vjp(call_with(f), *primals, has_aux=has_aux)
         outs, out_spec = flatten(out)
         sizes = [o.numel() for o in outs]  # inside vmap: one example's
         starts = [int(k) for k in np.cumsum([0] + sizes)]
@@ -294,7 +297,8 @@ def jacrev(f, argnums=0):
             basis.append(b.reshape((total,) + o.shape))
         if innermost_batch() is None and total > 1:
             def row(*cts):
-                return vjp(call_with(f), *primals)[1](unflatten(out_spec, list(cts)))
+                return vjp(call_with(f), *primals, has_aux=has_aux)[1](
+                    unflatten(out_spec, list(cts)))
             rows = [flatten(g)[0] for g in vmap(row)(*[Tensor._wrap(b) for b in basis])]
         else:
             each = [[flatten(g)[0] for g in fn(unflatten(out_spec, [Tensor._wrap(b[k])
@@ -307,27 +311,31 @@ def jacrev(f, argnums=0):
                                   for l, x in enumerate(xs)])
                  for o, start, size in zip(outs, starts, sizes)]
                 for j, (xs, spec) in enumerate(trees)]
-        return _per_output(out_spec, jacs, argnums)
+        jac = _per_output(out_spec, jacs, argnums)
+        return (jac, aux[0]) if has_aux else jac
     return wrapped
 
 
-def jacfwd(f, argnums=0):
+def jacfwd(f, argnums=0, has_aux=False):
     """The Jacobian of f by forward mode: shape output.shape + input.shape for each output and
-    each tensor differentiated, in the structures of f's output and of its arguments.
+    each tensor differentiated, in the structures of f's output and of its arguments (with
+    has_aux, f returns (output, aux) and this (Jacobian, aux)).
     Outside vmap, the columns for each input tensor come from one forward pass, vmap of jvp
     over its basis of tangents (as torch.func). Inside vmap, a forward pass per column."""
     def wrapped(*args):
         nums, call_with = _select(args, argnums)
         trees = _trees(args, nums)
         primals = tuple(unflatten(spec, xs) for xs, spec in trees)
-        out_spec = [None]
+        found = {}  # f's output structure, and its aux
 
         def along(j, l, t):
-            """f's output and its tangents along t for tensor l of argument j, 0 for others."""
+            """f's output, its tangents along t for tensor l of argument j (0 for the others)
+            and, with has_aux, its aux."""
             tans = [[t if (i, k) == (j, l) else Tensor._wrap(np.zeros(x.shape, x.dtype))
                      for k, x in enumerate(xs)] for i, (xs, _) in enumerate(trees)]
             return jvp(call_with(f), primals,
-                       tuple(unflatten(spec, ts) for ts, (_, spec) in zip(tans, trees)))
+                       tuple(unflatten(spec, ts) for ts, (_, spec) in zip(tans, trees)),
+                       has_aux=has_aux)
 
         def columns(j, l, x):
             """Each output's tangents along each element of x, tensor l of argument j, stacked
@@ -335,14 +343,20 @@ def jacfwd(f, argnums=0):
             n = x.numel()  # inside vmap: one example's
             eye = np.eye(n, dtype=x.dtype).reshape((n,) + x.shape)
             if innermost_batch() is None and n > 1:
-                cols, out_spec[0] = flatten(vmap(lambda t: along(j, l, t)[1],
-                                                 out_dims=-1)(Tensor._wrap(eye)))
+                cols, *aux = vmap(lambda t: along(j, l, t)[1:],
+                                  out_dims=(-1, 0) if has_aux else (-1,))(Tensor._wrap(eye))
+                if aux:  # the same for every tangent: the first's
+                    leaves, spec = flatten(aux[0])
+                    found["aux"] = unflatten(spec, [a[0] if isinstance(a, Tensor) else a
+                                                    for a in leaves])
+                cols, found["spec"] = flatten(cols)
                 return cols
             each = []
             for e in eye if n else np.zeros((1,) + x.shape, x.dtype):  # (empty x: the shapes)
-                out, tangent = along(j, l, Tensor._wrap(e))
+                out, tangent, *aux = along(j, l, Tensor._wrap(e))
                 each.append(flatten(tangent)[0])
-            outs, out_spec[0] = flatten(out)
+            found["aux"] = aux[0] if aux else None
+            outs, found["spec"] = flatten(out)
             return [_stack([c[m] for c in each[:n]], o.shape + (n,),
                            np.result_type(o.dtype, x.dtype), last=True)
                     for m, o in enumerate(outs)]
@@ -352,7 +366,8 @@ def jacfwd(f, argnums=0):
                                   for x, by_leaf in zip(xs, by_arg)])
                  for m in range(len(by_arg[0]))]
                 for (xs, spec), by_arg in zip(trees, cols)]
-        return _per_output(out_spec[0], jacs, argnums)
+        jac = _per_output(found["spec"], jacs, argnums)
+        return (jac, found["aux"]) if has_aux else jac
     return wrapped
 
 

@@ -356,6 +356,34 @@ def test_jacobians_of_tree_arguments_are_trees_of_jacobians_like_torch_func(tran
     _close(minigrad.levels.flatten(mine)[0], torch.utils._pytree.tree_leaves(theirs))
 
 
+@pytest.mark.parametrize("transform", ["jacrev", "jacfwd", "vmap(jacrev)", "vmap(jacfwd)"])
+@pytest.mark.parametrize("argnums", [0, (0, 1)])
+def test_jacobians_with_has_aux_return_f_aux_like_torch_func(transform, argnums):
+    rng = np.random.default_rng(11)
+    x, y = rng.normal(size=(2, 3)), rng.normal(size=(2, 2, 3))
+
+    def f(a, b):
+        out = (a * b).tanh()
+        return out, {"sum": out.sum(), "a2": a * 2}
+
+    def run(lib, tensor):
+        jac = getattr(lib, transform.replace("vmap(", "").rstrip(")"))(
+            f, argnums=argnums, has_aux=True)
+        if transform.startswith("vmap"):
+            return lib.vmap(jac)(tensor(x), tensor(y))
+        return jac(tensor(x[0]), tensor(y[0]))
+    (mine, aux), (theirs, their_aux) = run(func, minigrad.Tensor), run(tf, torch.tensor)
+    _close(minigrad.levels.flatten(mine)[0], torch.utils._pytree.tree_leaves(theirs))
+    assert sorted(aux) == ["a2", "sum"]
+    _close([aux["a2"], aux["sum"]], [their_aux["a2"], their_aux["sum"]])
+    assert not aux["a2"].requires_grad  # cut from the transform's graph, as torch.func's
+    # (minigrad's aux may hold other things than tensors; torch.func's may not)
+    assert func.jacfwd(lambda a: (a * 2, "tag"), has_aux=True)(minigrad.Tensor(x[0]))[1] == "tag"
+    with pytest.raises(ValueError, match="f must return \\(output, aux\\)"):
+        getattr(func, transform.replace("vmap(", "").rstrip(")"))(lambda a, b: a * b, has_aux=True)(
+            minigrad.Tensor(x[0]), minigrad.Tensor(y[0]))
+
+
 @pytest.mark.parametrize("transform", ["jacrev", "jacfwd"])
 def test_jacobians_with_empty_inputs_or_outputs_are_empty_like_torch_func(transform):
     # (jacrev of an empty output and jacfwd of an empty input raised; torch.func's jacfwd of an
