@@ -254,15 +254,20 @@ def _trees(args, nums):
     return trees
 
 
-def _stack(parts, shape, dtype, last=False):
-    """Tensors of one shape stacked into `shape` along a new first (or last) dim, recorded so
-    that transforms outside see through it (zeros of `dtype` where there are none)."""
+def _assemble(blocks, shape, dtype):
+    """zeros(shape, dtype) with each (index, tensor) of `blocks` placed at its index, recorded
+    so that transforms outside see through it."""
     total = None
-    for k, part in enumerate(parts):
-        index = (Ellipsis, k) if last else (k,)
+    for index, part in blocks:
         placed = ops.IndexAdd.apply(part, index, shape)
         total = placed if total is None else total + placed
     return total if total is not None else Tensor._wrap(np.zeros(shape, dtype))
+
+
+def _stack(parts, shape, dtype, last=False):
+    """Tensors of one shape stacked into `shape` along a new first (or last) dim."""
+    return _assemble([((Ellipsis, k) if last else (k,), part) for k, part in enumerate(parts)],
+                     shape, dtype)
 
 
 def _per_output(out_spec, jacs, argnums):
@@ -274,13 +279,18 @@ def _per_output(out_spec, jacs, argnums):
                                 else tuple(by_arg[m] for by_arg in jacs) for m in range(count)])
 
 
-def jacrev(f, argnums=0, has_aux=False):
+def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
     """The Jacobian of f by reverse mode: shape output.shape + input.shape for each output and
     each tensor differentiated, in the structures of f's output and of its arguments (with
     has_aux, f returns (output, aux) and this (Jacobian, aux)).
     Outside vmap, every row comes from one backward pass, vmap of vjp over the basis of
     cotangents (as torch.func; f runs once more, over that batch): ~9x a pass per row for a
-    40x30 Jacobian. Inside vmap (one level at a time), a backward pass per row."""
+    40x30 Jacobian. chunk_size, as torch.func's, bounds the rows per pass (memory: each pass
+    holds f's work once per row); 1 is a pass per row, as inside vmap (one level at a time)."""
+    if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
+        raise ValueError("jacrev: chunk_size must be None or a positive int, got %r"
+                         % (chunk_size,))
+
     def wrapped(*args):
         nums, call_with = _select(args, argnums)
         trees = _trees(args, nums)
@@ -295,11 +305,18 @@ def jacrev(f, argnums=0, has_aux=False):
             b = np.zeros((total, size), o.dtype)
             b[start:start + size] = np.eye(size, dtype=o.dtype)
             basis.append(b.reshape((total,) + o.shape))
-        if innermost_batch() is None and total > 1:
+        if innermost_batch() is None and total > 1 and chunk_size != 1:
             def row(*cts):
                 return vjp(call_with(f), *primals, has_aux=has_aux)[1](
                     unflatten(out_spec, list(cts)))
-            rows = [flatten(g)[0] for g in vmap(row)(*[Tensor._wrap(b) for b in basis])]
+            step = chunk_size or total
+            chunks = [(k, [flatten(g)[0] for g in vmap(row)(*[Tensor._wrap(b[k:k + step])
+                                                                for b in basis])])
+                      for k in range(0, total, step)]
+            rows = [[chunks[0][1][j][l] if step >= total else
+                     _assemble([((slice(k, k + step),), c[j][l]) for k, c in chunks],
+                               (total,) + x.shape, x.dtype)
+                     for l, x in enumerate(xs)] for j, (xs, _) in enumerate(trees)]
         else:
             each = [[flatten(g)[0] for g in fn(unflatten(out_spec, [Tensor._wrap(b[k])
                                                                     for b in basis]))]

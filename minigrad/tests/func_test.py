@@ -356,6 +356,16 @@ def test_jacobians_of_tree_arguments_are_trees_of_jacobians_like_torch_func(tran
     _close(minigrad.levels.flatten(mine)[0], torch.utils._pytree.tree_leaves(theirs))
 
 
+@pytest.mark.parametrize("chunk_size", [1, 2, 5, 9])
+def test_jacrev_in_chunks_of_rows_over_trees_matches_torch_func(chunk_size):
+    rng = np.random.default_rng(12)
+    x, y = rng.normal(size=3), rng.normal(size=(2, 3))
+    f = lambda p: ((p["a"] * p["b"]).tanh(), p["a"].sum() * 2)  # 6 + 1 rows
+    mine = func.jacrev(f, chunk_size=chunk_size)({"a": minigrad.Tensor(x), "b": minigrad.Tensor(y)})
+    theirs = tf.jacrev(f, chunk_size=chunk_size)({"a": torch.tensor(x), "b": torch.tensor(y)})
+    _close(minigrad.levels.flatten(mine)[0], torch.utils._pytree.tree_leaves(theirs))
+
+
 @pytest.mark.parametrize("transform", ["jacrev", "jacfwd", "vmap(jacrev)", "vmap(jacfwd)"])
 @pytest.mark.parametrize("argnums", [0, (0, 1)])
 def test_jacobians_with_has_aux_return_f_aux_like_torch_func(transform, argnums):
@@ -503,12 +513,16 @@ def test_vmap_runs_each_operation_once_over_the_batch_not_per_example():
     assert calls == [(50, 3)]
 
 
-@pytest.mark.parametrize("transform, expected", [
-    ("jacrev", [(3, 4), (4, 3, 4)]),  # f once for the output's shape, then over the 4 rows
-    ("jacfwd", [(12, 3, 4)]),  # over the 12 columns
+@pytest.mark.parametrize("transform, options, expected", [
+    ("jacrev", {}, [(3, 4), (4, 3, 4)]),  # f once for the output's shape, then over the 4 rows
+    ("jacrev", {"chunk_size": 3}, [(3, 4), (3, 3, 4), (1, 3, 4)]),
+    ("jacrev", {"chunk_size": 1}, [(3, 4)]),  # then a backward pass per row
+    ("jacfwd", {}, [(12, 3, 4)]),  # over the 12 columns
 ])
-def test_jacobians_run_f_over_the_basis_at_once_outside_vmap_like_torch_func(transform, expected):
-    """(They ran a vjp per row, a jvp per column: 4-9x slower than one pass over the basis.)"""
+def test_jacobians_run_f_over_the_basis_at_once_outside_vmap_like_torch_func(transform, options,
+                                                                            expected):
+    """(They ran a vjp per row, a jvp per column: 4-9x slower than one pass over the basis.)
+    jacrev's chunk_size bounds the rows per pass, as torch.func's."""
     calls = []
     original = minigrad.ops.Exp.forward
 
@@ -518,11 +532,15 @@ def test_jacobians_run_f_over_the_basis_at_once_outside_vmap_like_torch_func(tra
     x = np.random.default_rng(0).normal(size=(3, 4))
     minigrad.ops.Exp.forward = staticmethod(counting)
     try:
-        mine = getattr(func, transform)(lambda x: x.exp().sum(0) * 3)(minigrad.Tensor(x))
+        jac = getattr(func, transform)(lambda x: x.exp().sum(0) * 3, **options)
+        mine = jac(minigrad.Tensor(x))
     finally:
         minigrad.ops.Exp.forward = staticmethod(original)
     assert calls == expected
     _close(mine, tf.jacrev(lambda x: x.exp().sum(0) * 3)(torch.tensor(x)))
+    if options:
+        with pytest.raises(ValueError, match="chunk_size must be None or a positive int, got 0"):
+            func.jacrev(lambda x: x, chunk_size=0)
 
 
 @pytest.mark.parametrize("transform", ["grad", "vjp", "jvp", "vmap(grad)", "jacrev", "jacfwd",
