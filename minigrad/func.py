@@ -25,9 +25,10 @@ from minigrad.batching import repeated
 from minigrad.grad_mode import _State, enable_grad, no_grad
 from minigrad.levels import (BatchLevel, ForwardLevel, Suspend, as_tensor, flatten,
                              innermost_batch, unflatten)
+from minigrad.nn import functional_call
 from minigrad.tensor import Tensor
 
-__all__ = ["grad", "hessian", "jacfwd", "jacrev", "jvp", "vjp", "vmap"]
+__all__ = ["functional_call", "grad", "hessian", "jacfwd", "jacrev", "jvp", "vjp", "vmap"]
 
 
 # -- reverse mode ---------------------------------------------------------------------------

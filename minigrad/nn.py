@@ -1,4 +1,5 @@
-"""Layers: Module (parameters() by attribute), Linear, MLP."""
+"""Layers: Module (parameters by attribute, named as torch names them), Linear, MLP, and
+functional_call (a module run with other tensors in its parameters' places, torch.func's)."""
 
 import numpy as np
 
@@ -7,28 +8,101 @@ from minigrad.tensor import Tensor
 
 
 class Module:
-    """Collects the Tensors that require grad, and sub-Modules, from its attributes."""
+    """Collects the Tensors that require grad, and sub-Modules, from its attributes (and from
+    lists and tuples of them), named by attribute and position: "layers.0.weight"."""
+
+    def named_parameters(self):
+        """(name, tensor) pairs, each tensor once (under its first name), as torch's."""
+        seen = set()
+        for name, owner, key in self._slots():
+            value = _get(owner, key)
+            if id(value) not in seen:
+                seen.add(id(value))
+                yield name, value
 
     def parameters(self):
-        params = []
-        for value in vars(self).values():
-            items = value if isinstance(value, (list, tuple)) else (value,)
-            for item in items:
+        return [p for _, p in self.named_parameters()]
+
+    def _slots(self, prefix=""):
+        """(name, owner, key) for every place that holds a parameter: the owner is a module
+        (key: an attribute) or a list or tuple (key: an index); a tensor held in two places
+        (tied) has two."""
+        for attr, value in vars(self).items():
+            items = enumerate(value) if isinstance(value, (list, tuple)) else [(None, value)]
+            for index, item in items:
+                name = prefix + attr + ("" if index is None else ".%d" % index)
                 if isinstance(item, Module):
-                    params.extend(item.parameters())
+                    yield from item._slots(name + ".")
                 elif isinstance(item, Tensor) and item.requires_grad:
-                    params.append(item)
-        return params
+                    yield (name, self, attr) if index is None else (name, value, index)
 
     def zero_grad(self):
         for p in self.parameters():
             p.grad = None
 
-    def __call__(self, *args):
-        return self.forward(*args)
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
 
     def forward(self, *args):
         raise NotImplementedError
+
+
+def functional_call(module, parameters, args=(), kwargs=None, *, tie_weights=True, strict=False):
+    """module(*args, **kwargs) with the tensors in `parameters` (a dict by
+    named_parameters' names, or a tuple of such dicts) in the places of the module's own, which
+    are restored afterwards: torch.func.functional_call, so that grad and vmap can
+    differentiate and batch a module's parameters (vmap(grad(loss)) over functional_call
+    gives per-example gradients). As torch's: a non-tuple `args` is one argument; a tensor
+    tied in two places is replaced in both (tie_weights); names the module lacks are ignored
+    and missing ones keep the module's own, unless strict, which makes either an error."""
+    dicts = parameters if isinstance(parameters, tuple) else (parameters,)
+    given = {}
+    for d in dicts:
+        for name, value in d.items():
+            if name in given:
+                raise ValueError("functional_call: %r is given twice" % name)
+            given[name] = value
+    slots = list(module._slots())
+    current = {name: _get(owner, key) for name, owner, key in slots}
+    if strict:
+        missing = sorted(n for n in dict(module.named_parameters()) if n not in given)
+        unexpected = sorted(set(given) - set(current))
+        if missing or unexpected:
+            raise RuntimeError("functional_call(strict=True): missing %s, unexpected %s for %s"
+                               % (missing, unexpected, type(module).__name__))
+    by_tensor = {}  # id(a tied tensor) -> its new value, for every place that holds it
+    for name, value in given.items():
+        if tie_weights and name in current:
+            if by_tensor.setdefault(id(current[name]), value) is not value:
+                raise ValueError("functional_call: tied parameters are given different values "
+                                 "(%r among them); pass tie_weights=False to untie them" % name)
+    swaps = []
+    for name, owner, key in slots:
+        old = _get(owner, key)
+        new = given[name] if name in given else by_tensor.get(id(old), old)
+        if new is not old:
+            swaps.append((owner, key, old, new))
+    try:
+        for owner, key, _, new in swaps:
+            _put(owner, key, new)
+        return module(*(args if isinstance(args, tuple) else (args,)), **(kwargs or {}))
+    finally:
+        for owner, key, old, _ in reversed(swaps):
+            _put(owner, key, old)
+
+
+def _get(owner, key):
+    return owner[key] if isinstance(owner, (list, tuple)) else getattr(owner, key)
+
+
+def _put(owner, key, value):
+    if isinstance(owner, tuple):
+        raise TypeError("functional_call: a parameter held in a tuple cannot be replaced; hold "
+                        "it in a list or an attribute")
+    if isinstance(owner, list):
+        owner[key] = value
+    else:
+        setattr(owner, key, value)
 
 
 class Linear(Module):

@@ -755,3 +755,78 @@ def test_vmap_of_jacobians_and_hessian_matches_torch_func(name):
     if xs[0].data.size <= 12:
         _close(func.vmap(func.hessian(_scalar(f, r, minigrad.Tensor)))(*mine),
                tf.vmap(tf.hessian(_scalar(g, r, torch.tensor)))(*theirs))
+
+
+# -- functional_call --------------------------------------------------------------------------
+
+def _mlp_pair(sizes=(4, 3, 2)):
+    """minigrad's MLP and torch's equivalent Sequential, with the same parameters."""
+    model = minigrad.nn.MLP(list(sizes), dtype=np.float64, rng=np.random.default_rng(0))
+    layers = [torch.nn.Linear(a, b) for a, b in zip(sizes, sizes[1:])]
+    theirs = torch.nn.Sequential(*[m for layer in layers for m in (layer, torch.nn.ReLU())][:-1])
+    with torch.no_grad():
+        for p, q in zip(theirs.parameters(), model.parameters()):
+            p.copy_(torch.tensor(q.data))
+    return model, theirs
+
+
+def test_per_example_gradients_of_a_module_by_functional_call_match_torch_func():
+    """torch.func's per-sample-gradients recipe, line for line: a module's parameters as a
+    dict, functional_call, vmap(grad)."""
+    model, theirs = _mlp_pair()
+    assert [n for n, _ in model.named_parameters()] == [
+        "layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias"]
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(5, 4)), np.array([0, 1, 1, 0, 1])
+
+    def per_example(lib, module, cross_entropy, tensor):
+        params = {k: v.detach() for k, v in module.named_parameters()}
+        loss = lambda p, xi, yi: cross_entropy(lib.functional_call(module, p, (xi[None],)),
+                                               yi[None])
+        return lib.vmap(lib.grad(loss), in_dims=(None, 0, 0))(params, tensor(x), tensor(y))
+    mine = per_example(func, model, F.cross_entropy, minigrad.Tensor)
+    expected = per_example(tf, theirs, torch.nn.functional.cross_entropy, torch.tensor)
+    _close(list(mine.values()), list(expected.values()))
+    assert all(p.requires_grad and p.grad is None for p in model.parameters())  # its own, back
+
+
+def test_functional_call_restores_the_parameters_and_checks_names_like_torch():
+    model, _ = _mlp_pair()
+    own = model.parameters()
+    x = minigrad.Tensor(np.ones((2, 4)))
+    zeros = {k: minigrad.Tensor(np.zeros(v.shape)) for k, v in model.named_parameters()}
+    assert np.all(func.functional_call(model, zeros, x).data == 0)  # a non-tuple: one argument
+    with pytest.raises(ValueError, match="matmul|linear"):  # restored when forward raises, too
+        func.functional_call(model, {"layers.0.weight": minigrad.Tensor(np.ones((3, 5)))}, (x,))
+    assert all(a is b for a, b in zip(model.parameters(), own))
+    # as torch's: a missing name keeps the module's own, an unknown one is ignored...
+    partial = func.functional_call(model, ({"layers.1.bias": minigrad.Tensor([5.0, 5.0])},
+                                           {"no.such": minigrad.Tensor(1.0)}), (x,))
+    np.testing.assert_allclose(partial.data, model(x).data + 5 - model.layers[1].bias.data)
+    # ...unless strict
+    with pytest.raises(RuntimeError,
+                       match=r"missing \['layers.0.bias', .*unexpected \['no.such'\]"):
+        func.functional_call(model, {"layers.0.weight": own[0], "no.such": own[0]}, (x,),
+                             strict=True)
+    with pytest.raises(ValueError, match="'layers.1.bias' is given twice"):
+        func.functional_call(model, (zeros, {"layers.1.bias": own[3]}), (x,))
+
+
+def test_functional_call_replaces_a_tied_parameter_everywhere_like_torch():
+    model = minigrad.nn.MLP([2, 2, 2], dtype=np.float64, rng=np.random.default_rng(2))
+    model.layers[1].weight = model.layers[0].weight  # tied
+    assert [n for n, _ in model.named_parameters()] == [
+        "layers.0.weight", "layers.0.bias", "layers.1.bias"]  # once, as torch's
+    x, two = minigrad.Tensor(np.ones((1, 2))), minigrad.Tensor(2 * np.eye(2))
+    biases = {"layers.0.bias": minigrad.Tensor(np.zeros(2)),
+              "layers.1.bias": minigrad.Tensor(np.zeros(2))}
+    for name in ("layers.0.weight", "layers.1.weight"):  # either name replaces both places
+        out = func.functional_call(model, {name: two, **biases}, (x,))
+        np.testing.assert_allclose(out.data, [[4.0, 4.0]])
+    untied = func.functional_call(model, {"layers.0.weight": two, **biases}, (x,),
+                                  tie_weights=False)
+    second = model.layers[1].weight.data
+    np.testing.assert_allclose(untied.data, np.maximum(2 * x.data, 0) @ second.T)
+    with pytest.raises(ValueError, match="tied parameters are given different values"):
+        func.functional_call(model, {"layers.0.weight": two, "layers.1.weight": x}, (x,))
+    assert model.layers[1].weight is model.layers[0].weight
