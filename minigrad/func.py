@@ -24,7 +24,7 @@ from minigrad import autograd, ops
 from minigrad.batching import repeated
 from minigrad.grad_mode import _State, enable_grad, no_grad
 from minigrad.levels import (BatchLevel, ForwardLevel, Suspend, as_tensor, flatten,
-                             innermost_batch, unflatten)
+                             innermost_batch, mark_batched, promote, unflatten)
 from minigrad.nn import functional_call
 from minigrad.tensor import Tensor
 
@@ -47,32 +47,16 @@ def _fresh_input(value, level, connect):
         # (a stride-0 view where nothing outside differentiates through it, by grad or jvp: no
         # copy is made).
         if t.requires_grad or any(outer.tangent(t) is not None for outer in _State.transforms):
-            with Suspend(level):
-                t = repeated(t, level.size)
+            stack = _State.transforms
+            t = promote(t, level, stack[stack.index(level) + 1:])  # (those: jvps inside vmap)
         else:
             t = Tensor._wrap(np.broadcast_to(t.data, (level.size,) + t.shape))
-        _mark_batched(t, level)
+            t._batch = level
     # An operation, so that the levels outside (tangents, batch, trace) see x as t.
     x = ops.Alias.apply(t)
     if not t.requires_grad:
         x.requires_grad = True  # a leaf of its own
     return x
-
-
-def _mark_batched(t, level):
-    """Marks `t`, computed with the batch in dim 0 while vmap's `level` was off the stack, as
-    batched by it, and its tangents, computed the same way, too (and theirs, under nested
-    jvps: jacfwd(jacfwd(jacrev)))."""
-    t._batch = level
-    todo = [t] if level is not None else []
-    while todo:
-        t = todo.pop()
-        for outer in _State.transforms:
-            tangent = outer.tangent(t)
-            if (tangent is not None and tangent._batch is not level
-                    and tangent.data.shape == t.data.shape):
-                tangent._batch = level
-                todo.append(tangent)
 
 
 def vjp(f, *primals, has_aux=False):
@@ -134,7 +118,7 @@ def vjp(f, *primals, has_aux=False):
             gs = []
             for x in xs:
                 g = grads[k] if grads[k] is not None else Tensor._wrap(np.zeros_like(x.data))
-                _mark_batched(g, x._batch)
+                mark_batched(g, x._batch)
                 gs.append(g)
                 k += 1
             result.append(unflatten(spec, gs))
@@ -215,13 +199,6 @@ def jvp(f, primals, tangents, has_aux=False):
             # view), so that a backward pass run on the whole batch can carry it.
             t = Tensor._wrap(np.broadcast_to(t.data, x.data.shape))
             t._batch = batch
-        elif batch is not None and t._batch is batch and x._batch is not batch:
-            # And a per-example tangent of a shared primal gives the primal the batch dim: then
-            # every tensor with a per-example tangent is batched, and the tensors a batching
-            # rule makes of it (ForwardLevel._derived) have tangents of their own shape.
-            with Suspend(batch):
-                x = repeated(x, batch.size)
-            _mark_batched(x, batch)
         level.tangents[id(x)] = (x, t)
         inputs.append(x)
     with level:

@@ -6,6 +6,8 @@ level taken off the stack (so the levels below see the primal computation) and
 adds its own part: a tangent (forward mode) or the batched rewrite (vmap).
 """
 
+import contextlib
+
 import numpy as np
 
 from minigrad import batching, ops, tangents
@@ -88,6 +90,46 @@ class Suspend:
 _resting = []  # the jvp levels whose process() is handing an operation to the levels below
 
 
+def mark_batched(t, level):
+    """Marks `t`, computed with the batch in dim 0 while vmap's `level` was off the stack, as
+    batched by it, and its tangents, computed the same way, too (and theirs, under nested
+    jvps: jacfwd(jacfwd(jacrev)))."""
+    t._batch = level
+    todo = [t] if level is not None else []
+    while todo:
+        t = todo.pop()
+        for outer in _State.transforms:
+            tangent = outer.tangent(t)
+            if (tangent is not None and tangent._batch is not level
+                    and tangent.data.shape == t.data.shape):
+                tangent._batch = level
+                todo.append(tangent)
+
+
+def promote(t, batch, inner):
+    """t, not batched by vmap level `batch`, repeated along its batch dim as a batched tensor,
+    for a backward pass that reads it: grad's unbatched inputs, and a batching rule's unbatched
+    operands under jvps that hold a per-example tangent of them (vmap(jvp(grad)) at one point).
+    `inner` are the jvp levels inside that vmap. Those holding a per-example tangent of t give
+    it to the copy as its own, and do not see the copy made: derived through its Expand, that
+    tangent would be read as t-shaped. The others derive the copy's tangent from t's, at once
+    (on the stack) or when asked (off it: _Origins); the levels outside the vmap see it too."""
+    per_example = [level for level in inner if _per_example(level.tangent(t), batch)]
+    stack = _State.transforms
+    with contextlib.ExitStack() as scope:
+        for level in [batch] + per_example:
+            if level in stack:
+                scope.enter_context(Suspend(level))
+        resting = [level for level in inner if level not in per_example and level not in stack]
+        if resting:
+            scope.enter_context(_Origins(resting))
+        copy = batching.repeated(t, batch.size)
+    mark_batched(copy, batch)
+    for level in per_example:
+        level.tangents[id(copy)] = (copy, level.tangent(t))
+    return copy
+
+
 class ForwardLevel(Level):
     """jvp: tangents by tensor; each operation's tangent comes from its rule."""
 
@@ -116,7 +158,7 @@ class ForwardLevel(Level):
         for a in args:
             d = self.tangent(a) if a.__class__ is Tensor else None
             if d is not None and d.data.shape != a.data.shape:  # (never a per-example
-                # tangent of a shared tensor: jvp batches such a primal, func.jvp)
+                # tangent of a shared tensor: a batching rule's are promoted, BatchLevel)
                 with Suspend(self):
                     d = batching.repeated(d, a.data.shape[0])
             tans.append(d)
@@ -178,6 +220,10 @@ class BatchLevel(Level):
             rule = batching.batch_rule(cls)
             if _resting:  # jvp levels inside this vmap: they may need to see the rule's work
                 inner = list(_resting)
+                args = [a if flag or a.__class__ is not Tensor or not any(
+                            _per_example(level.tangent(a), self) for level in inner)
+                        else promote(a, self, inner) for a, flag in zip(args, flags)]
+                flags = [a.__class__ is Tensor and a._batch is self for a in args]
                 with _Origins(inner):
                     out = rule(cls, args, flags)
                 for level in inner:  # the result's tangent is the operation's (their process)
@@ -188,6 +234,10 @@ class BatchLevel(Level):
             stack.append(self)
         out._batch = self
         return out
+
+
+def _per_example(tangent, batch):
+    return tangent is not None and tangent._batch is batch
 
 
 def innermost_batch():

@@ -517,7 +517,7 @@ def test_vmap_runs_each_operation_once_over_the_batch_not_per_example():
     ("jacrev", {}, [(3, 4), (4, 3, 4)]),  # f once for the output's shape, then over the 4 rows
     ("jacrev", {"chunk_size": 3}, [(3, 4), (3, 3, 4), (1, 3, 4)]),
     ("jacrev", {"chunk_size": 1}, [(3, 4)]),  # then a backward pass per row
-    ("jacfwd", {}, [(12, 3, 4)]),  # over the 12 columns
+    ("jacfwd", {}, [(3, 4)]),  # the primal once, unbatched; the 12 tangents in exp's rule
 ])
 def test_jacobians_run_f_over_the_basis_at_once_outside_vmap_like_torch_func(transform, options,
                                                                             expected):
