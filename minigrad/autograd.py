@@ -75,10 +75,12 @@ def _initial_grads(outputs, grad_outputs):
     return grads
 
 
-def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None):
+def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batched=False):
     """Propagates; accumulates into leaves' .grad, or, with `capture` (tensors), returns
-    {id(tensor): gradient} for those tensors and touches no .grad."""
-    if _State.transforms and any(level.batched for level in _State.transforms):
+    {id(tensor): gradient} for those tensors and touches no .grad. `batched`: the gradients
+    may be batched by a vmap level on the stack, the graph not (vjp_fn under vmap: each
+    rule's operations are batched over the cotangents, as torch.func's jacrev runs)."""
+    if not batched and _State.transforms and any(level.batched for level in _State.transforms):
         raise RuntimeError("backward() and minigrad.grad inside vmap are not supported (as in "
                            "torch); use minigrad.func.grad or vjp inside vmap")
     grads = _initial_grads(outputs, grad_outputs)
@@ -145,6 +147,8 @@ def _fit(node, input_grads, value, grad):
     validate_outputs): one the input broadcasts to is summed back to the input's shape; any
     other is the rule's bug."""
     got, shape = grad.data.shape, value.data.shape
+    if grad._batch is not value._batch and grad._batch in _State.transforms and got[1:] == shape:
+        return grad  # a batch of gradients for a value outside the vmap (_run's `batched`)
     try:
         fits = np.broadcast_shapes(shape, got) == got
     except ValueError:
@@ -195,6 +199,13 @@ def backward(tensor, gradient=None, retain_graph=None, create_graph=False):
     if retain_graph is None:
         retain_graph = create_graph
     _run([tensor], [gradient], retain_graph, create_graph)
+
+
+def vjp_grads(outputs, inputs, grad_outputs, create_graph):
+    """minigrad.func.vjp's gradients: grad's, the graph kept, None for an unused input, and
+    allowed under a vmap level that batches the cotangents (_run's `batched`)."""
+    found = _run(outputs, grad_outputs, True, create_graph, capture=inputs, batched=True)
+    return [found.get(id(t)) for t in inputs]
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,

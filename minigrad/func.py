@@ -20,7 +20,7 @@ tensors inside vmap is refused.
 
 import numpy as np
 
-from minigrad import autograd, ops
+from minigrad import autograd, batching, ops
 from minigrad.batching import repeated
 from minigrad.grad_mode import _State, enable_grad, no_grad
 from minigrad.levels import (BatchLevel, ForwardLevel, Suspend, as_tensor, flatten,
@@ -108,17 +108,25 @@ def vjp(f, *primals, has_aux=False):
             cts.append(c)
         live = [(o, c) for o, c in zip(out_leaves, cts) if o.requires_grad]
         grads = [None] * len(all_inputs)
+        outer = innermost_batch()
+        if outer is not None and outer is not level:  # vmap of vjp_fn: the backward batched
+            strange = _unbatchable([o for o, _ in live])
+            if strange:
+                raise NotImplementedError(
+                    "vjp_fn under vmap: %s has no batching rule, and its backward may compute on "
+                    "arrays whose batch dim vmap would not see; call vjp_fn per cotangent"
+                    % strange.__name__)
         if live:
             with Suspend(level):  # the batched graph is differentiated as it is
-                grads = autograd.grad([o for o, _ in live], all_inputs, [c for _, c in live],
-                                      retain_graph=True, create_graph=differentiable(),
-                                      allow_unused=True)
+                grads = autograd.vjp_grads([o for o, _ in live], all_inputs,
+                                           [c for _, c in live], differentiable())
         result, k = [], 0
         for (leaves, spec), xs in zip(flat, inputs):
             gs = []
             for x in xs:
                 g = grads[k] if grads[k] is not None else Tensor._wrap(np.zeros_like(x.data))
-                mark_batched(g, x._batch)
+                if x._batch is not None:  # (else g may be batched by a vmap of vjp_fn: jacrev)
+                    mark_batched(g, x._batch)
                 gs.append(g)
                 k += 1
             result.append(unflatten(spec, gs))
@@ -129,6 +137,15 @@ def vjp(f, *primals, has_aux=False):
         if has_aux:
             aux = _unrecorded(aux)
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+
+def _unbatchable(outputs):
+    """A Function behind `outputs` without a batching rule, if any: a backward pass batched
+    over a vmap of cotangents is right when every node's backward is written in operations
+    with batching rules, as minigrad's are; a Function of the user's may compute its gradient
+    on arrays, whose batch dim the vmap would not see (every row got the summed gradient)."""
+    return next((type(node) for node in autograd._nodes([o.grad_fn for o in outputs])
+                 if type(node) not in batching.RULES), None)
 
 
 def _unrecorded(tree):
@@ -283,19 +300,22 @@ def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
             b = np.zeros((total, size), o.dtype)
             b[start:start + size] = np.eye(size, dtype=o.dtype)
             basis.append(b.reshape((total,) + o.shape))
+        rows = None
         if innermost_batch() is None and total > 1 and chunk_size != 1:
-            def row(*cts):
-                return vjp(call_with(f), *primals, has_aux=has_aux)[1](
-                    unflatten(out_spec, list(cts)))
+            row = lambda *cts: fn(unflatten(out_spec, list(cts)))
             step = chunk_size or total
-            chunks = [(k, [flatten(g)[0] for g in vmap(row)(*[Tensor._wrap(b[k:k + step])
-                                                                for b in basis])])
-                      for k in range(0, total, step)]
-            rows = [[chunks[0][1][j][l] if step >= total else
-                     _assemble([((slice(k, k + step),), c[j][l]) for k, c in chunks],
-                               (total,) + x.shape, x.dtype)
-                     for l, x in enumerate(xs)] for j, (xs, _) in enumerate(trees)]
-        else:
+            try:
+                chunks = [(k, [flatten(g)[0] for g in vmap(row)(*[Tensor._wrap(b[k:k + step])
+                                                                    for b in basis])])
+                          for k in range(0, total, step)]
+            except NotImplementedError:  # a Function of the user's: a pass per row
+                pass
+            else:
+                rows = [[chunks[0][1][j][l] if step >= total else
+                         _assemble([((slice(k, k + step),), c[j][l]) for k, c in chunks],
+                                   (total,) + x.shape, x.dtype)
+                         for l, x in enumerate(xs)] for j, (xs, _) in enumerate(trees)]
+        if rows is None:
             each = [[flatten(g)[0] for g in fn(unflatten(out_spec, [Tensor._wrap(b[k])
                                                                     for b in basis]))]
                     for k in range(total)]
@@ -338,14 +358,20 @@ def jacfwd(f, argnums=0, has_aux=False):
             n = x.numel()  # inside vmap: one example's
             eye = np.eye(n, dtype=x.dtype).reshape((n,) + x.shape)
             if innermost_batch() is None and n > 1:
-                cols, *aux = vmap(lambda t: along(j, l, t)[1:],
-                                  out_dims=(-1, 0) if has_aux else (-1,))(Tensor._wrap(eye))
-                if aux:  # the same for every tangent: the first's
-                    leaves, spec = flatten(aux[0])
-                    found["aux"] = unflatten(spec, [a[0] if isinstance(a, Tensor) else a
-                                                    for a in leaves])
-                cols, found["spec"] = flatten(cols)
-                return cols
+                try:
+                    cols, *aux = vmap(lambda t: along(j, l, t)[1:],
+                                      out_dims=(-1, 0) if has_aux else (-1,))(Tensor._wrap(eye))
+                except Exception:  # noqa: BLE001 (what one pass cannot batch, a pass per
+                    # column computes, or raises about: f calling vmap (one level at a time),
+                    # a grad inside f reading x's values (its copies along the batch: promote))
+                    pass
+                else:
+                    if aux:  # the same for every tangent: the first's
+                        leaves, spec = flatten(aux[0])
+                        found["aux"] = unflatten(spec, [a[0] if isinstance(a, Tensor) else a
+                                                        for a in leaves])
+                    cols, found["spec"] = flatten(cols)
+                    return cols
             each = []
             for e in eye if n else np.zeros((1,) + x.shape, x.dtype):  # (empty x: the shapes)
                 out, tangent, *aux = along(j, l, Tensor._wrap(e))

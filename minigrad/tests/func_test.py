@@ -356,6 +356,59 @@ def test_jacobians_of_tree_arguments_are_trees_of_jacobians_like_torch_func(tran
     _close(minigrad.levels.flatten(mine)[0], torch.utils._pytree.tree_leaves(theirs))
 
 
+@pytest.mark.parametrize("transform", ["jacrev", "jacfwd", "hessian"])
+@pytest.mark.parametrize("case", ["mask", "if", "item", "calls vmap"])
+def test_jacobians_of_f_that_reads_values_or_calls_vmap_match_torch_func(transform, case):
+    """f runs once, unbatched (a mask from x, an if on a value, .item()); f may call vmap
+    (jacfwd then takes a pass per column: one vmap level at a time). One-pass Jacobians that
+    re-ran f over the basis raised on each (found by a review)."""
+    fs = {"mask": lambda lib: lambda a: (a[a > 0] * 2).exp(),
+          "if": lambda lib: lambda a: (a * 2 if a.sum() > 0 else a * 3).tanh(),
+          "item": lambda lib: lambda a: a * a.sum().item() * a,
+          "calls vmap": lambda lib: lambda a: lib.vmap(lambda r: (r * r).exp().sum())(
+              a.reshape(2, 3))}
+    x = np.array([0.5, -1.0, 2.0, 3.0, -0.2, 0.7])
+
+    def run(lib, tensor):
+        f = fs[case](lib)
+        g = (lambda a: f(a).sum()) if transform == "hessian" else f
+        return getattr(lib, transform)(g)(tensor(x))
+    _close(run(func, minigrad.Tensor), run(tf, torch.tensor))
+
+
+def test_jacrev_of_a_function_whose_backward_computes_on_arrays_takes_a_pass_per_row():
+    """A batched backward (vmap of vjp_fn) cannot see the batch dim of a user's Function whose
+    backward computes on arrays: each row got the summed gradient. vjp_fn under vmap refuses
+    such a graph, and jacrev falls back to a pass per row."""
+    class Cube(minigrad.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return minigrad.Tensor(x.data ** 3)
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return minigrad.Tensor(grad.data * 3 * x.data ** 2)
+    x = np.array([1.0, 2.0, 3.0])
+    mine = func.jacrev(lambda a: Cube.apply(a) * 2)(minigrad.Tensor(x))
+    np.testing.assert_array_equal(mine.data, np.diag(6 * x ** 2))
+    _, fn = func.vjp(lambda a: Cube.apply(a) * 2, minigrad.Tensor(x))
+    with pytest.raises(NotImplementedError, match="vjp_fn under vmap: Cube has no batching rule"):
+        func.vmap(fn)(minigrad.Tensor(np.eye(3)))
+
+
+def test_vmap_of_jvp_at_one_point_gives_the_primal_output_unbatched_like_torch_func():
+    """(A copy of the primal per tangent made f(w) batched: out_dims=None raised.)"""
+    w, vs = np.array([1.0, 2.0]), np.random.default_rng(13).normal(size=(4, 2))
+    f = lambda a: (a * a).exp()
+    run = lambda lib, tensor: lib.vmap(lambda v: lib.jvp(f, (tensor(w),), (v,)),
+                                       out_dims=(None, 0))(tensor(vs))
+    mine, theirs = run(func, minigrad.Tensor), run(tf, torch.tensor)
+    assert mine[0].shape == (2,)
+    _close(mine, theirs)
+
+
 @pytest.mark.parametrize("chunk_size", [1, 2, 5, 9])
 def test_jacrev_in_chunks_of_rows_over_trees_matches_torch_func(chunk_size):
     rng = np.random.default_rng(12)
@@ -514,29 +567,38 @@ def test_vmap_runs_each_operation_once_over_the_batch_not_per_example():
 
 
 @pytest.mark.parametrize("transform, options, expected", [
-    ("jacrev", {}, [(3, 4), (4, 3, 4)]),  # f once for the output's shape, then over the 4 rows
-    ("jacrev", {"chunk_size": 3}, [(3, 4), (3, 3, 4), (1, 3, 4)]),
-    ("jacrev", {"chunk_size": 1}, [(3, 4)]),  # then a backward pass per row
-    ("jacfwd", {}, [(3, 4)]),  # the primal once, unbatched; the 12 tangents in exp's rule
+    # the multiplies' first operands: f's `* 3` once, (4,); then the 4 rows' cotangents (or
+    # the 12 columns' tangents) in one pass: `* 3`'s and exp's gradient (tangent) rules
+    ("jacrev", {}, [(4,), (4, 4), (4, 3, 4)]),
+    ("jacrev", {"chunk_size": 3}, [(4,), (3, 4), (3, 3, 4), (1, 4), (1, 3, 4)]),
+    ("jacrev", {"chunk_size": 1}, [(4,)] + [(4,), (3, 4)] * 4),  # a pass per row
+    ("jacfwd", {}, [(12, 3, 4), (4,), (12, 4)]),
 ])
-def test_jacobians_run_f_over_the_basis_at_once_outside_vmap_like_torch_func(transform, options,
-                                                                            expected):
-    """(They ran a vjp per row, a jvp per column: 4-9x slower than one pass over the basis.)
-    jacrev's chunk_size bounds the rows per pass, as torch.func's."""
-    calls = []
-    original = minigrad.ops.Exp.forward
+def test_jacobians_run_f_once_and_its_rules_over_the_basis_at_once_like_torch_func(
+        transform, options, expected):
+    """(They ran a vjp per row, a jvp per column: 4-30x slower than one pass over the basis.)
+    f itself runs once, unbatched, as torch.func's (so f may look at its input's values);
+    jacrev's chunk_size bounds the rows per pass."""
+    exps, muls = [], []
+    exp, mul = minigrad.ops.Exp.forward, minigrad.ops.Mul.forward.__func__
 
-    def counting(ctx, a):
-        calls.append(a.shape)
-        return original(ctx, a)
+    def counting_exp(ctx, a):
+        exps.append(a.shape)
+        return exp(ctx, a)
+
+    def counting_mul(cls, ctx, a, b):
+        muls.append(a.shape)
+        return mul(cls, ctx, a, b)
     x = np.random.default_rng(0).normal(size=(3, 4))
-    minigrad.ops.Exp.forward = staticmethod(counting)
+    minigrad.ops.Exp.forward = staticmethod(counting_exp)
+    minigrad.ops.Mul.forward = classmethod(counting_mul)
     try:
         jac = getattr(func, transform)(lambda x: x.exp().sum(0) * 3, **options)
         mine = jac(minigrad.Tensor(x))
     finally:
-        minigrad.ops.Exp.forward = staticmethod(original)
-    assert calls == expected
+        minigrad.ops.Exp.forward = staticmethod(exp)
+        minigrad.ops.Mul.forward = classmethod(mul)
+    assert exps == [(3, 4)] and muls == expected
     _close(mine, tf.jacrev(lambda x: x.exp().sum(0) * 3)(torch.tensor(x)))
     if options:
         with pytest.raises(ValueError, match="chunk_size must be None or a positive int, got 0"):
