@@ -13,6 +13,7 @@ import numpy as np
 
 from minigrad import functional as F
 from minigrad import ops
+from minigrad.dtypes import result_dtype
 from minigrad.tensor import Tensor
 
 
@@ -39,6 +40,8 @@ def _lift(value, batched, ndim):
 
 def elementwise(cls, args, batched):
     n = max(_ndim(v, b) for v, b in zip(args, batched))
+    if issubclass(cls, ops._Binary):
+        args = _promoted_per_example(args, batched)
     try:
         return cls.apply(*[_lift(v, b, n) for v, b in zip(args, batched)])
     except ValueError:
@@ -53,6 +56,18 @@ def elementwise(cls, args, batched):
             raise ValueError("%s: shapes %s cannot be broadcast together (per example, inside "
                              "vmap)" % (name, " and ".join(map(str, shapes)))) from None
         raise
+
+
+def _promoted_per_example(args, batched):
+    """Two tensor operands of different dtypes cast to what one example's operation would
+    give: torch lets a 0-d operand's dtype count less than a dimensioned one's, and a batched
+    example's 0-d operand has a dim (float64 0-d * float32 [n] stays float32)."""
+    (a, b), (ba, bb) = args, batched
+    if (a.__class__ is not Tensor or b.__class__ is not Tensor or a.dtype == b.dtype
+            or "b" in (a.dtype.kind, b.dtype.kind)):
+        return args
+    dtype = result_dtype(a.dtype, _ndim(a, ba) > 0, b.dtype, _ndim(b, bb) > 0)
+    return [v if v.dtype == dtype else ops.Cast.apply(v, dtype) for v in args]
 
 
 def unary(cls, args, batched):

@@ -18,14 +18,19 @@ def _promote_types(da, db):
 
 
 def _result_dtype(a, b):
+    return result_dtype(a.dtype, a.ndim > 0, b.dtype, b.ndim > 0)
+
+
+def result_dtype(da, a_has_dims, db, b_has_dims):
     """torch's type promotion (combine_categories) for two arrays of different dtypes: a
     tensor with dimensions outranks a 0-d one, whose dtype counts only where its category is
     higher (float32 [n] + float64 0-d is float32, int32 [n] + float64 0-d is float64, float32
     [n] + complex128 0-d is complex64). Python numbers already promote as in torch under
-    NumPy 2's rules, float64 being minigrad's default float."""
-    if (a.ndim > 0) == (b.ndim > 0):
-        return _promote_types(a.dtype, b.dtype)
-    high, low = (a.dtype, b.dtype) if a.ndim > 0 else (b.dtype, a.dtype)
+    NumPy 2's rules, float64 being minigrad's default float. (Dims are given apart from the
+    dtypes: under vmap, an example's 0-d operand is a batched array.)"""
+    if a_has_dims == b_has_dims:
+        return _promote_types(da, db)
+    high, low = (da, db) if a_has_dims else (db, da)
     if high.kind == "c":
         return high
     if low.kind == "c":

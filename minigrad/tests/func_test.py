@@ -478,6 +478,27 @@ def test_integer_inputs_to_differentiate_are_a_clear_error_like_torch_func(trans
                 getattr(tf, transform)(f)(targs)
 
 
+@pytest.mark.parametrize("op", ["add", "mul", "div", "pow"])
+def test_vmap_promotes_dtypes_per_example_like_torch_func(op):
+    """torch lets a 0-d operand's dtype count less than a dimensioned one's; under vmap an
+    example's 0-d operand is a batched 1-d array, which NumPy promoted as dimensioned (float64
+    0-d * float32 [n] gave float64 where torch.func gives float32; found by a review)."""
+    rng = np.random.default_rng(14)
+    fn = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+          "pow": lambda a, b: a ** b}[op]
+    for (da, shape_a), (db, shape_b) in [((np.float64, ()), (np.float32, (3,))),
+                                         ((np.float32, ()), (np.float64, (3,))),
+                                         ((np.float64, ()), (np.float32, ())),
+                                         ((np.float64, (3,)), (np.float32, (3,)))]:
+        for in_dims in [(0, 0), (0, None), (None, 0)]:
+            a = rng.normal(size=((2,) if in_dims[0] == 0 else ()) + shape_a).astype(da) + 2
+            b = rng.normal(size=((2,) if in_dims[1] == 0 else ()) + shape_b).astype(db)
+            mine = func.vmap(fn, in_dims=in_dims)(minigrad.Tensor(a), minigrad.Tensor(b))
+            theirs = tf.vmap(fn, in_dims=in_dims)(torch.tensor(a), torch.tensor(b))
+            assert str(mine.dtype) == str(theirs.dtype).replace("torch.", ""), (da, db, in_dims)
+            np.testing.assert_allclose(mine.data, theirs.numpy(), rtol=1e-6)
+
+
 def test_vmap_bad_in_dims_and_out_dims_are_clear_errors():
     x = minigrad.Tensor(np.ones((3, 2)))
     with pytest.raises(ValueError, match="batch sizes 3 and 2"):
