@@ -134,8 +134,10 @@ def vjp(f, *primals, has_aux=False):
 
     if not differentiable():  # as torch.func: f's graph is not handed out with its results
         out = _unrecorded(out)
-        if has_aux:
-            aux = _unrecorded(aux)
+    if has_aux and not (_State.enabled and (tracked or autograd.reaches_other_leaf(
+            [a for a in flatten(aux)[0] if isinstance(a, Tensor) and a.requires_grad],
+            all_inputs))):  # (decided apart: aux may reach what the outputs do not)
+        aux = _unrecorded(aux)
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
 
 

@@ -447,6 +447,24 @@ def test_jacobians_with_has_aux_return_f_aux_like_torch_func(transform, argnums)
             minigrad.Tensor(x[0]), minigrad.Tensor(y[0]))
 
 
+@pytest.mark.parametrize("transform", ["vjp", "grad", "jacrev", "jacfwd"])
+def test_an_aux_that_reaches_an_outer_variable_stays_differentiable_like_torch_func(transform):
+    """The aux was cut from the graph whenever the output was (its gradient silently 0), though
+    it may reach a variable that the output does not (found by a review)."""
+    x = np.array([1.0, 2.0, 3.0])
+
+    def outer(lib, tensor):
+        def inner(a):
+            f = lambda b: ((b * b).exp().sum() if transform == "grad" else (b * b).exp(), b * a)
+            if transform == "vjp":
+                return lib.vjp(f, tensor(x), has_aux=True)[2].sum()
+            return getattr(lib, transform)(f, has_aux=True)(tensor(x))[1].sum()
+        return lib.grad(inner)(tensor(x))
+    mine = outer(func, minigrad.Tensor)
+    _close(mine, outer(tf, torch.tensor))
+    np.testing.assert_array_equal(mine.data, x)
+
+
 @pytest.mark.parametrize("transform", ["jacrev", "jacfwd"])
 def test_jacobians_with_empty_inputs_or_outputs_are_empty_like_torch_func(transform):
     # (jacrev of an empty output and jacfwd of an empty input raised; torch.func's jacfwd of an
