@@ -18,6 +18,8 @@ Limits: one vmap level at a time (no vmap of vmap); indexing with batched index
 tensors inside vmap is refused.
 """
 
+import numbers
+
 import numpy as np
 
 from minigrad import autograd, batching, ops
@@ -160,10 +162,15 @@ def _unrecorded(tree):
 
 
 def _select(args, argnums):
-    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if not isinstance(argnums, (int, tuple)) or (
+            isinstance(argnums, tuple) and not all(isinstance(i, int) for i in argnums)):
+        raise RuntimeError("argnums must be int or Tuple[int, ...], got: %s" % type(argnums))
+    nums = (argnums,) if isinstance(argnums, int) else argnums
     for i in nums:
         if not -len(args) <= i < len(args):
             raise ValueError("argnums %r is out of range for %d positional arguments" % (argnums, len(args)))
+    if len({i % len(args) for i in nums}) < len(nums):  # (as torch.func: one gradient each)
+        raise RuntimeError("argnums elements must be unique, got %r" % (argnums,))
 
     def call_with(f):
         def g(*diff):
@@ -209,8 +216,10 @@ def jvp(f, primals, tangents, has_aux=False):
     inputs = []
     for p, t in zip(p_leaves, t_leaves):
         x, t = ops.Alias.apply(as_tensor(p)), as_tensor(t)
-        if x.dtype.kind not in "fc":  # an integer primal has no tangent space (torch.func too)
-            raise TypeError("jvp: primals must be floating point or complex, got %s" % x.dtype)
+        for what, v in (("primals", x), ("tangents", t)):  # (integers have no tangent space)
+            if v.dtype.kind not in "fc":
+                raise TypeError("jvp: %s must be floating point or complex, got %s"
+                                % (what, v.dtype))
         if t.shape != x.shape:
             raise ValueError("jvp: tangent of shape %s for a primal of shape %s" % (t.shape, x.shape))
         if batch is not None and x._batch is batch and t._batch is not batch:
@@ -251,6 +260,15 @@ def _trees(args, nums):
     return trees
 
 
+def _real(name, what, tensors):
+    """Jacobians are of real functions, as torch.func's (a complex one's is not a matrix of
+    numbers: jacrev would give the conjugate of jacfwd's)."""
+    for k, t in enumerate(tensors):
+        if t.dtype.kind == "c":
+            raise RuntimeError("%s: Expected all %s to be real but received complex tensor at "
+                               "flattened input idx: %d" % (name, what, k))
+
+
 def _assemble(blocks, shape, dtype):
     """zeros(shape, dtype) with each (index, tensor) of `blocks` placed at its index, recorded
     so that transforms outside see through it."""
@@ -284,16 +302,19 @@ def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
     cotangents (as torch.func; f runs once more, over that batch): ~9x a pass per row for a
     40x30 Jacobian. chunk_size, as torch.func's, bounds the rows per pass (memory: each pass
     holds f's work once per row); 1 is a pass per row, as inside vmap (one level at a time)."""
-    if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
+    if chunk_size is not None and (not isinstance(chunk_size, numbers.Integral)
+                                   or isinstance(chunk_size, bool) or chunk_size < 1):
         raise ValueError("jacrev: chunk_size must be None or a positive int, got %r"
                          % (chunk_size,))
 
     def wrapped(*args):
         nums, call_with = _select(args, argnums)
         trees = _trees(args, nums)
+        _real("jacrev", "inputs", [x for xs, _ in trees for x in xs])
         primals = [unflatten(spec, xs) for xs, spec in trees]
         out, fn, *aux = vjp(call_with(f), *primals, has_aux=has_aux)
         outs, out_spec = flatten(out)
+        _real("jacrev", "outputs", outs)
         sizes = [o.numel() for o in outs]  # inside vmap: one example's
         starts = [int(k) for k in np.cumsum([0] + sizes)]
         total = starts[-1]
@@ -305,7 +326,7 @@ def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
         rows = None
         if innermost_batch() is None and total > 1 and chunk_size != 1:
             row = lambda *cts: fn(unflatten(out_spec, list(cts)))
-            step = chunk_size or total
+            step = int(chunk_size or total)
             try:
                 chunks = [(k, [flatten(g)[0] for g in vmap(row)(*[Tensor._wrap(b[k:k + step])
                                                                     for b in basis])])
@@ -342,12 +363,13 @@ def jacfwd(f, argnums=0, has_aux=False):
     def wrapped(*args):
         nums, call_with = _select(args, argnums)
         trees = _trees(args, nums)
+        _real("jacfwd", "inputs", [x for xs, _ in trees for x in xs])
         primals = tuple(unflatten(spec, xs) for xs, spec in trees)
-        found = {}  # f's output structure, and its aux
+        found = {}  # f's output structure and count, and its aux
 
         def along(j, l, t):
-            """f's output, its tangents along t for tensor l of argument j (0 for the others)
-            and, with has_aux, its aux."""
+            """f's output, its tangents along t for tensor l of argument j (0 for the others;
+            j None: for all) and, with has_aux, its aux."""
             tans = [[t if (i, k) == (j, l) else Tensor._wrap(np.zeros(x.shape, x.dtype))
                      for k, x in enumerate(xs)] for i, (xs, _) in enumerate(trees)]
             return jvp(call_with(f), primals,
@@ -373,6 +395,7 @@ def jacfwd(f, argnums=0, has_aux=False):
                         found["aux"] = unflatten(spec, [a[0] if isinstance(a, Tensor) else a
                                                         for a in leaves])
                     cols, found["spec"] = flatten(cols)
+                    found["count"] = len(cols)
                     return cols
             each = []
             for e in eye if n else np.zeros((1,) + x.shape, x.dtype):  # (empty x: the shapes)
@@ -380,14 +403,21 @@ def jacfwd(f, argnums=0, has_aux=False):
                 each.append(flatten(tangent)[0])
             found["aux"] = aux[0] if aux else None
             outs, found["spec"] = flatten(out)
+            found["count"] = len(outs)
             return [_stack([c[m] for c in each[:n]], o.shape + (n,),
                            np.result_type(o.dtype, x.dtype), last=True)
                     for m, o in enumerate(outs)]
 
         cols = [[columns(j, l, x) for l, x in enumerate(xs)] for j, (xs, _) in enumerate(trees)]
+        if "spec" not in found:  # no tensor to differentiate: f's output structure, once
+            out, _, *aux = along(None, None, None)
+            found["aux"] = aux[0] if aux else None
+            outs, found["spec"] = flatten(out)
+            found["count"] = len(outs)
+        _real("jacfwd", "outputs", [c for by_arg in cols for by_leaf in by_arg for c in by_leaf])
         jacs = [[unflatten(spec, [ops.Reshape.apply(by_leaf[m], by_leaf[m].shape[:-1] + x.shape)
                                   for x, by_leaf in zip(xs, by_arg)])
-                 for m in range(len(by_arg[0]))]
+                 for m in range(found["count"])]
                 for (xs, spec), by_arg in zip(trees, cols)]
         jac = _per_output(found["spec"], jacs, argnums)
         return (jac, found["aux"]) if has_aux else jac

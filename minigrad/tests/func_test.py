@@ -517,6 +517,41 @@ def test_vmap_promotes_dtypes_per_example_like_torch_func(op):
             np.testing.assert_allclose(mine.data, theirs.numpy(), rtol=1e-6)
 
 
+def test_bad_transform_arguments_are_errors_like_torch_func():
+    x, z = minigrad.Tensor(np.array([1.0, 2.0])), minigrad.Tensor(np.array([1 + 2j, 3 - 1j]))
+    t_x, t_z = torch.tensor(x.data), torch.tensor(z.data)
+    f = lambda a, b: (a * b).sum()
+    for lib, a in ((func, x), (tf, t_x)):
+        with pytest.raises(RuntimeError, match=r"argnums must be int or Tuple\[int, ...\]"):
+            lib.grad(f, argnums=[0, 1])(a, a)
+        with pytest.raises(RuntimeError, match="argnums elements must be unique"):
+            lib.grad(f, argnums=(0, 0))(a, a)
+        with pytest.raises((TypeError, ValueError), match="tangent.* floating point or complex"):
+            lib.jvp(lambda v: v * 2, (a,), (a.int() if lib is tf else
+                                            minigrad.Tensor(np.array([1, 2])),))
+    # Jacobians are of real functions: jacrev would give the conjugate of jacfwd's (a review
+    # found it), and a real input's complex output lost its imaginary part.
+    for name in ("jacrev", "jacfwd"):
+        for lib, real, cplx in ((func, x, z), (tf, t_x, t_z)):
+            with pytest.raises(RuntimeError, match="%s: Expected all inputs to be real" % name):
+                getattr(lib, name)(lambda v: v * v)(cplx)
+            with pytest.raises(RuntimeError, match="%s: Expected all outputs to be real" % name):
+                getattr(lib, name)(lambda v: v * (1 + 1j))(real)
+    # chunk_size may be any integer, as torch.func's (np.int64 from a computation)
+    _close(func.jacrev(lambda v: v * 2, chunk_size=np.int64(1))(x), 2 * torch.eye(2))
+
+
+def test_jacobians_with_respect_to_an_empty_tree_are_empty_trees_like_torch_func():
+    x = np.array([1.0, 2.0, 3.0])
+    f = lambda p, a: a * 2
+    for name in ("jacrev", "jacfwd"):
+        mine = getattr(func, name)(f, argnums=(0, 1))({}, minigrad.Tensor(x))
+        theirs = getattr(tf, name)(f, argnums=(0, 1))({}, torch.tensor(x))
+        assert mine[0] == {} and theirs[0] == {}
+        _close(mine[1], theirs[1])
+    assert func.jacfwd(lambda p: minigrad.Tensor(x) * 2)({}) == {}  # (no tensor at all)
+
+
 def test_vmap_bad_in_dims_and_out_dims_are_clear_errors():
     x = minigrad.Tensor(np.ones((3, 2)))
     with pytest.raises(ValueError, match="batch sizes 3 and 2"):
