@@ -35,9 +35,14 @@ __all__ = ["functional_call", "grad", "hessian", "jacfwd", "jacrev", "jvp", "vjp
 
 # -- reverse mode ---------------------------------------------------------------------------
 
-def _fresh_input(value, level, connect):
+def _fresh_input(value, level, connect, copy_shared=False):
     """A new differentiable input standing for `value` (connected to it, if it is tracked and
-    `connect`)."""
+    `connect`). Under vmap, an unbatched value gets one copy per example, so that each
+    example's gradient is its own: a recorded copy if something outside differentiates
+    through it (grad, or a jvp outside the vmap), else a stride-0 view. One whose only
+    tangents are jvps' inside the vmap (hessian's jvp over a batch of tangents) stays
+    unbatched, as in torch.func: f then sees its values, and vjp_fn runs the backward pass
+    under the vmap, unless f's output is batched after all (vjp runs f again, `copy_shared`)."""
     t = as_tensor(value)
     if t.dtype.kind not in "fc":
         raise TypeError("grad/vjp: differentiated inputs must be floating point or complex, got %s"
@@ -45,13 +50,13 @@ def _fresh_input(value, level, connect):
     if t.requires_grad and not connect:  # under an outer no_grad: see vjp
         t = t.detach()
     if level is not None and t._batch is not level:
-        # Unbatched under vmap: one copy per example, so that each example's gradient is its own
-        # (a stride-0 view where nothing outside differentiates through it, by grad or jvp: no
-        # copy is made).
-        if t.requires_grad or any(outer.tangent(t) is not None for outer in _State.transforms):
-            stack = _State.transforms
-            t = promote(t, level, stack[stack.index(level) + 1:])  # (those: jvps inside vmap)
-        else:
+        stack = _State.transforms
+        at = stack.index(level)
+        inside = any(inner.tangent(t) is not None for inner in stack[at + 1:])
+        if (t.requires_grad or any(outer.tangent(t) is not None for outer in stack[:at])
+                or inside and copy_shared):
+            t = promote(t, level, stack[at + 1:])
+        elif not inside:
             t = Tensor._wrap(np.broadcast_to(t.data, (level.size,) + t.shape))
             t._batch = level
     # An operation, so that the levels outside (tangents, batch, trace) see x as t.
@@ -68,13 +73,24 @@ def vjp(f, *primals, has_aux=False):
     # A transform ignores a no_grad around it (as torch.func): f is differentiated anyway, and
     # only the graph outside is cut. A no_grad inside f is respected.
     connect = _State.enabled
-    with enable_grad():
-        inputs = [[_fresh_input(x, level, connect) for x in leaves] for leaves, _ in flat]
-        out = f(*[unflatten(spec, xs) for (_, spec), xs in zip(flat, inputs)])
-    if has_aux:
-        if not (isinstance(out, tuple) and len(out) == 2):
-            raise ValueError("vjp(has_aux=True): f must return (output, aux)")
-        out, aux = out
+
+    def run(copy_shared):
+        with enable_grad():
+            inputs = [[_fresh_input(x, level, connect, copy_shared) for x in leaves]
+                      for leaves, _ in flat]
+            out = f(*[unflatten(spec, xs) for (_, spec), xs in zip(flat, inputs)])
+        if has_aux:
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise ValueError("vjp(has_aux=True): f must return (output, aux)")
+            return inputs, out[0], out[1]
+        return inputs, out, None
+
+    inputs, out, aux = run(False)
+    shared = level is not None and any(x._batch is not level for xs in inputs for x in xs)
+    if shared and any(isinstance(o, Tensor) and o._batch is level for o in flatten(out)[0]):
+        # A shared input's per-example gradients through a batched graph need its copies.
+        inputs, out, aux = run(True)
+        shared = False
     out_leaves, out_spec = flatten(out)
     all_inputs = [x for xs in inputs for x in xs]
     tracked = connect and any(as_tensor(x).requires_grad for leaves, _ in flat for x in leaves)
@@ -119,7 +135,9 @@ def vjp(f, *primals, has_aux=False):
                     "arrays whose batch dim vmap would not see; call vjp_fn per cotangent"
                     % strange.__name__)
         if live:
-            with Suspend(level):  # the batched graph is differentiated as it is
+            # The batched graph is differentiated as it is; an unbatched one (with a shared
+            # input) under the vmap, each rule batched over the tangents (_fresh_input).
+            with Suspend(None if shared else level):
                 grads = autograd.vjp_grads([o for o, _ in live], all_inputs,
                                            [c for _, c in live], differentiable())
         result, k = [], 0

@@ -398,15 +398,36 @@ def test_jacrev_of_a_function_whose_backward_computes_on_arrays_takes_a_pass_per
         func.vmap(fn)(minigrad.Tensor(np.eye(3)))
 
 
-def test_vmap_of_jvp_at_one_point_gives_the_primal_output_unbatched_like_torch_func():
-    """(A copy of the primal per tangent made f(w) batched: out_dims=None raised.)"""
+@pytest.mark.parametrize("grad", [False, True])
+def test_vmap_of_jvp_at_one_point_gives_the_primal_output_unbatched_like_torch_func(grad):
+    """(A copy of the primal per tangent made f(w) batched: out_dims=None raised. A copy of
+    grad's input per tangent did the same for jvp(grad(f)), and f reading x.data saw all the
+    copies: hessian was silently off by the batch size; found by two reviews.)"""
     w, vs = np.array([1.0, 2.0]), np.random.default_rng(13).normal(size=(4, 2))
-    f = lambda a: (a * a).exp()
-    run = lambda lib, tensor: lib.vmap(lambda v: lib.jvp(f, (tensor(w),), (v,)),
-                                       out_dims=(None, 0))(tensor(vs))
+    f = lambda a: (a * a * a).sum() * float(a.data.sum()) if grad else (a * a).exp()
+
+    def run(lib, tensor):
+        g = lib.grad(f) if grad else f
+        return lib.vmap(lambda v: lib.jvp(g, (tensor(w),), (v,)), out_dims=(None, 0))(tensor(vs))
     mine, theirs = run(func, minigrad.Tensor), run(tf, torch.tensor)
     assert mine[0].shape == (2,)
     _close(mine, theirs)
+    if grad:
+        _close(func.hessian(f)(minigrad.Tensor(w)), tf.hessian(f)(torch.tensor(w)))
+
+
+def test_per_example_hessian_vector_products_match_torch_func():
+    """vmap over (tangent, example) pairs at shared parameters: the gradient's input is shared
+    with per-example tangents and the loss is batched, so vjp runs f again with the input
+    copied along the batch (each example's gradient its own)."""
+    rng = np.random.default_rng(15)
+    w, vs, xs = rng.normal(size=3), rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
+    loss = lambda w, x: ((w * x).sum().tanh() + (w * w).sum()) * 2
+
+    def run(lib, tensor):
+        hvp = lambda v, x: lib.jvp(lib.grad(lambda w: loss(w, x)), (tensor(w),), (v,))[1]
+        return lib.vmap(hvp)(tensor(vs), tensor(xs))
+    _close(run(func, minigrad.Tensor), run(tf, torch.tensor))
 
 
 @pytest.mark.parametrize("chunk_size", [1, 2, 5, 9])
