@@ -403,10 +403,8 @@ def jacfwd(f, argnums=0, has_aux=False):
                 try:
                     cols, *aux = vmap(lambda t: along(j, l, t)[1:],
                                       out_dims=(-1, 0) if has_aux else (-1,))(Tensor._wrap(eye))
-                except Exception:  # noqa: BLE001 (what one pass cannot batch, a pass per
-                    # column computes, or raises about: f calling vmap (one level at a time),
-                    # a grad inside f reading x's values (its copies along the batch: promote))
-                    pass
+                except NotImplementedError:  # what vmap does not batch (f calling vmap: one
+                    pass  # level at a time) a pass per column computes, or raises about
                 else:
                     if aux:  # the same for every tangent: the first's
                         leaves, spec = flatten(aux[0])
