@@ -16,7 +16,7 @@ class Module:
         seen = set()
         for name, owner, key in self._slots():
             value = _get(owner, key)
-            if id(value) not in seen:
+            if value.requires_grad and id(value) not in seen:
                 seen.add(id(value))
                 yield name, value
 
@@ -24,16 +24,17 @@ class Module:
         return [p for _, p in self.named_parameters()]
 
     def _slots(self, prefix=""):
-        """(name, owner, key) for every place that holds a parameter: the owner is a module
-        (key: an attribute) or a list or tuple (key: an index); a tensor held in two places
-        (tied) has two."""
+        """(name, owner, key) for every place that holds a tensor (a parameter, or a frozen
+        one or a buffer: functional_call replaces those too, as torch's): the owner is a
+        module (key: an attribute) or a list or tuple (key: an index); a tensor held in two
+        places (tied) has two."""
         for attr, value in vars(self).items():
             items = enumerate(value) if isinstance(value, (list, tuple)) else [(None, value)]
             for index, item in items:
                 name = prefix + attr + ("" if index is None else ".%d" % index)
                 if isinstance(item, Module):
                     yield from item._slots(name + ".")
-                elif isinstance(item, Tensor) and item.requires_grad:
+                elif isinstance(item, Tensor):
                     yield (name, self, attr) if index is None else (name, value, index)
 
     def zero_grad(self):
@@ -52,9 +53,11 @@ def functional_call(module, parameters, args=(), kwargs=None, *, tie_weights=Tru
     named_parameters' names, or a tuple of such dicts) in the places of the module's own, which
     are restored afterwards: torch.func.functional_call, so that grad and vmap can
     differentiate and batch a module's parameters (vmap(grad(loss)) over functional_call
-    gives per-example gradients). As torch's: a non-tuple `args` is one argument; a tensor
-    tied in two places is replaced in both (tie_weights); names the module lacks are ignored
-    and missing ones keep the module's own, unless strict, which makes either an error."""
+    gives per-example gradients). As torch's: any tensor the module holds may be replaced
+    (frozen ones, buffers); a non-tuple `args` is one argument; a tensor tied in two places is
+    replaced in both by either name (tie_weights); a name the module lacks is ignored (an
+    AttributeError where its path is not the module's) and a missing one keeps the module's
+    own, unless strict, which makes either an error."""
     dicts = parameters if isinstance(parameters, tuple) else (parameters,)
     given = {}
     for d in dicts:
@@ -64,18 +67,21 @@ def functional_call(module, parameters, args=(), kwargs=None, *, tie_weights=Tru
             given[name] = value
     slots = list(module._slots())
     current = {name: _get(owner, key) for name, owner, key in slots}
-    if strict:
-        missing = sorted(n for n in dict(module.named_parameters()) if n not in given)
-        unexpected = sorted(set(given) - set(current))
-        if missing or unexpected:
-            raise RuntimeError("functional_call(strict=True): missing %s, unexpected %s for %s"
-                               % (missing, unexpected, type(module).__name__))
+    for name in set(given) - set(current):
+        _check_path(module, name)
     by_tensor = {}  # id(a tied tensor) -> its new value, for every place that holds it
     for name, value in given.items():
         if tie_weights and name in current:
             if by_tensor.setdefault(id(current[name]), value) is not value:
                 raise ValueError("functional_call: tied parameters are given different values "
                                  "(%r among them); pass tie_weights=False to untie them" % name)
+    if strict:  # every place filled, by its name or (tie_weights) a tied one's
+        missing = sorted(n for n, t in current.items()
+                         if n not in given and id(t) not in by_tensor)
+        unexpected = sorted(set(given) - set(current))
+        if missing or unexpected:
+            raise RuntimeError("functional_call(strict=True): missing %s, unexpected %s for %s"
+                               % (missing, unexpected, type(module).__name__))
     swaps = []
     for name, owner, key in slots:
         old = _get(owner, key)
@@ -89,6 +95,18 @@ def functional_call(module, parameters, args=(), kwargs=None, *, tie_weights=Tru
     finally:
         for owner, key, old, _ in reversed(swaps):
             _put(owner, key, old)
+
+
+def _check_path(module, name):
+    """An AttributeError, as torch's functional_call raises, where the path before a name's
+    last part (attributes and list indices) is not in module."""
+    obj = module
+    for part in name.split(".")[:-1]:
+        try:
+            obj = obj[int(part)] if isinstance(obj, (list, tuple)) else getattr(obj, part)
+        except (AttributeError, ValueError, IndexError):
+            raise AttributeError("functional_call: %r: %s has no %r"
+                                 % (name, type(obj).__name__, part)) from None
 
 
 def _get(owner, key):

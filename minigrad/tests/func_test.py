@@ -958,13 +958,23 @@ def test_functional_call_restores_the_parameters_and_checks_names_like_torch():
     assert all(a is b for a, b in zip(model.parameters(), own))
     # as torch's: a missing name keeps the module's own, an unknown one is ignored...
     partial = func.functional_call(model, ({"layers.1.bias": minigrad.Tensor([5.0, 5.0])},
-                                           {"no.such": minigrad.Tensor(1.0)}), (x,))
+                                           {"nosuch": minigrad.Tensor(1.0)}), (x,))
     np.testing.assert_allclose(partial.data, model(x).data + 5 - model.layers[1].bias.data)
+    with pytest.raises(AttributeError, match="'no.such': MLP has no 'no'"):  # (a bad path)
+        func.functional_call(model, {"no.such": own[0]}, (x,))
     # ...unless strict
     with pytest.raises(RuntimeError,
-                       match=r"missing \['layers.0.bias', .*unexpected \['no.such'\]"):
-        func.functional_call(model, {"layers.0.weight": own[0], "no.such": own[0]}, (x,),
+                       match=r"missing \['layers.0.bias', .*unexpected \['nosuch'\]"):
+        func.functional_call(model, {"layers.0.weight": own[0], "nosuch": own[0]}, (x,),
                              strict=True)
+    # a frozen parameter is replaced too, as torch's (it is not in named_parameters)
+    model.layers[1].bias.requires_grad = False
+    try:
+        frozen = func.functional_call(model, {"layers.1.bias": minigrad.Tensor([5.0, 5.0])}, x)
+        np.testing.assert_allclose(frozen.data, partial.data)
+        assert "layers.1.bias" not in dict(model.named_parameters())
+    finally:
+        model.layers[1].bias.requires_grad = True
     with pytest.raises(ValueError, match="'layers.1.bias' is given twice"):
         func.functional_call(model, (zeros, {"layers.1.bias": own[3]}), (x,))
 
@@ -987,3 +997,9 @@ def test_functional_call_replaces_a_tied_parameter_everywhere_like_torch():
     with pytest.raises(ValueError, match="tied parameters are given different values"):
         func.functional_call(model, {"layers.0.weight": two, "layers.1.weight": x}, (x,))
     assert model.layers[1].weight is model.layers[0].weight
+    # strict counts a tied place as filled by either name, unless untied (as torch's)
+    second_only = {"layers.1.weight": two, **biases}
+    np.testing.assert_allclose(
+        func.functional_call(model, second_only, (x,), strict=True).data, [[4.0, 4.0]])
+    with pytest.raises(RuntimeError, match=r"missing \['layers.0.weight'\]"):
+        func.functional_call(model, second_only, (x,), strict=True, tie_weights=False)
