@@ -64,6 +64,22 @@ def test_binary_ops_promote_dtypes_like_torch(op, pair):
 
 
 @pytest.mark.parametrize("op", sorted(BINARY))
+@pytest.mark.parametrize("pair", [p for p in PAIRS if (p[1] == ()) != (p[3] == ())],
+                         ids=lambda p: "%s%s-%s%s" % p)
+def test_0d_results_of_operations_promote_as_0d_tensors_like_torch(op, pair):
+    """A 0-d operation's result (a loss) is held as a NumPy scalar, which NumPy 2 promoted by
+    its dtype: float32 [n] + a float64 0-d product gave float64, torch float32 (a review)."""
+    da, sa, db, sb = pair
+    a, b = _array(da, sa, 0), _array(db, sb, 1)
+    if op == "pow" and "bool" in (da, db):
+        pytest.skip("torch has no pow for bool")
+    made = lambda t: t * 1 if t.ndim == 0 else t  # the 0-d operand as an operation's result
+    mine_a, mine_b = made(minigrad.Tensor(a)), made(minigrad.Tensor(b))
+    assert any(isinstance(t.data, np.generic) for t in (mine_a, mine_b))
+    _same_as_torch(op, mine_a, mine_b, made(torch.from_numpy(a)), made(torch.from_numpy(b)))
+
+
+@pytest.mark.parametrize("op", sorted(BINARY))
 @pytest.mark.parametrize("scalar", [2, 2.5, True, np.int64(2), np.float32(2.5), np.float64(2.5)],
                          ids=repr)
 @pytest.mark.parametrize("dtype", ["int32", "float32", "float64", "bool"])
