@@ -92,6 +92,10 @@ def vjp(f, *primals, has_aux=False):
         inputs, out, aux = run(True)
         shared = False
     out_leaves, out_spec = flatten(out)
+    for o in out_leaves:  # (an integer output has no cotangent space, as in torch.func)
+        if isinstance(o, Tensor) and o.dtype.kind not in "fc":
+            raise RuntimeError("vjp(f, ...): All outputs of f must be floating-point or complex "
+                               "Tensors, got a Tensor of dtype %s" % o.dtype)
     all_inputs = [x for xs in inputs for x in xs]
     tracked = connect and any(as_tensor(x).requires_grad for leaves, _ in flat for x in leaves)
     closed_over = []  # whether f's graph reaches tensors from outside (decided once, if asked)
@@ -184,6 +188,8 @@ def _select(args, argnums):
             isinstance(argnums, tuple) and not all(isinstance(i, int) for i in argnums)):
         raise RuntimeError("argnums must be int or Tuple[int, ...], got: %s" % type(argnums))
     nums = (argnums,) if isinstance(argnums, int) else argnums
+    if not nums:
+        raise RuntimeError("argnums must be non-empty")
     for i in nums:
         if not -len(args) <= i < len(args):
             raise ValueError("argnums %r is out of range for %d positional arguments" % (argnums, len(args)))

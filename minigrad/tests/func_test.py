@@ -558,6 +558,11 @@ def test_bad_transform_arguments_are_errors_like_torch_func():
                 getattr(lib, name)(lambda v: v * v)(cplx)
             with pytest.raises(RuntimeError, match="%s: Expected all outputs to be real" % name):
                 getattr(lib, name)(lambda v: v * (1 + 1j))(real)
+    for lib, a in ((func, x), (tf, t_x)):
+        with pytest.raises(RuntimeError, match="argnums must be non-empty"):
+            lib.grad(f, argnums=())(a, a)
+        with pytest.raises(RuntimeError, match="All outputs of f must be floating-point"):
+            lib.jacrev(lambda v: v > 1)(a)  # (it gave a zero Jacobian)
     # chunk_size may be any integer, as torch.func's (np.int64 from a computation)
     _close(func.jacrev(lambda v: v * 2, chunk_size=np.int64(1))(x), 2 * torch.eye(2))
 
