@@ -21,8 +21,9 @@ from minigrad.tensor import Tensor
 _wrap = Tensor._wrap
 
 
-def _nodes(roots):
-    """Every node reachable from `roots` (None entries allowed), in no particular order."""
+def _nodes(roots, stop=frozenset()):
+    """Every node reachable from `roots` (None entries allowed), in no particular order,
+    not past the nodes in `stop` (which are included)."""
     seen = set()
     stack = [root for root in roots if root is not None]
     while stack:
@@ -30,8 +31,9 @@ def _nodes(roots):
         if node in seen:
             continue
         seen.add(node)
-        stack.extend(value.grad_fn for value in node.inputs
-                     if value.__class__ is Tensor and value.grad_fn is not None)
+        if node not in stop:
+            stack.extend(value.grad_fn for value in node.inputs
+                         if value.__class__ is Tensor and value.grad_fn is not None)
     return seen
 
 
@@ -77,9 +79,11 @@ def _initial_grads(outputs, grad_outputs):
 
 def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batched=False):
     """Propagates; accumulates into leaves' .grad, or, with `capture` (tensors), returns
-    {id(tensor): gradient} for those tensors and touches no .grad. `batched`: the gradients
-    may be batched by a vmap level on the stack, the graph not (vjp_fn under vmap: each
-    rule's operations are batched over the cotangents, as torch.func's jacrev runs)."""
+    {id(tensor): gradient} for those tensors and touches no .grad. `batched` (vjp's inputs,
+    which nothing else depends on): the gradients may be batched by a vmap level on the
+    stack, the graph not (vjp_fn under vmap: each rule's operations are batched over the
+    cotangents, as torch.func's jacrev runs), and the pass stops at the captured tensors, as
+    torch.func's does, not running on into the graph that made them (which may be freed)."""
     if not batched and _State.transforms and any(level.batched for level in _State.transforms):
         raise RuntimeError("backward() and minigrad.grad inside vmap are not supported (as in "
                            "torch); use minigrad.func.grad or vjp inside vmap")
@@ -126,6 +130,9 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batche
             grad = pending.pop(node)
             if captured_nodes and node in captured_nodes:
                 leaf_grads[id(captured_nodes[node])] = grad
+                if batched:  # (vjp's inputs: nothing upstream of them is asked for)
+                    sends = ()
+                    continue
             if node._freed:
                 raise RuntimeError(FREED_MESSAGE)
             input_grads = node.backward(node, grad)

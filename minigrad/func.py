@@ -132,7 +132,7 @@ def vjp(f, *primals, has_aux=False):
         grads = [None] * len(all_inputs)
         outer = innermost_batch()
         if outer is not None and outer is not level:  # vmap of vjp_fn: the backward batched
-            strange = _unbatchable([o for o, _ in live])
+            strange = _unbatchable([o for o, _ in live], all_inputs)
             if strange:
                 raise NotImplementedError(
                     "vjp_fn under vmap: %s has no batching rule, and its backward may compute on "
@@ -165,13 +165,14 @@ def vjp(f, *primals, has_aux=False):
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
 
 
-def _unbatchable(outputs):
-    """A Function behind `outputs` without a batching rule, if any: a backward pass batched
-    over a vmap of cotangents is right when every node's backward is written in operations
-    with batching rules, as minigrad's are; a Function of the user's may compute its gradient
-    on arrays, whose batch dim the vmap would not see (every row got the summed gradient)."""
-    return next((type(node) for node in autograd._nodes([o.grad_fn for o in outputs])
-                 if type(node) not in batching.RULES), None)
+def _unbatchable(outputs, inputs):
+    """A Function between `inputs` and `outputs` without a batching rule, if any: a backward
+    pass batched over a vmap of cotangents is right when every node's backward is written in
+    operations with batching rules, as minigrad's are; a Function of the user's may compute
+    its gradient on arrays, whose batch dim the vmap would not see (every row got the summed
+    gradient)."""
+    nodes = autograd._nodes([o.grad_fn for o in outputs], {x.grad_fn for x in inputs})
+    return next((type(node) for node in nodes if type(node) not in batching.RULES), None)
 
 
 def _unrecorded(tree):

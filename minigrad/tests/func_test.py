@@ -398,6 +398,21 @@ def test_jacrev_of_a_function_whose_backward_computes_on_arrays_takes_a_pass_per
         func.vmap(fn)(minigrad.Tensor(np.eye(3)))
 
 
+@pytest.mark.parametrize("transform", ["grad", "vjp", "jacrev"])
+def test_a_transforms_backward_stops_at_its_inputs_like_torch_func(transform):
+    """It ran on into the graph that made a non-leaf input: once freed by a backward(), that
+    raised 'backward through the graph a second time' (found by a review)."""
+    def run(lib, tensor):
+        x0 = tensor(np.array([1.0, 2.0]), requires_grad=True)
+        x = x0 * x0
+        (x * 3).sum().backward()  # frees x's graph
+        f = lambda a: a.exp().sum() if transform == "grad" else a.exp()
+        if transform == "vjp":
+            return lib.vjp(f, x)[1](tensor(np.ones(2)))
+        return getattr(lib, transform)(f)(x)
+    _close(run(func, minigrad.Tensor), run(tf, torch.tensor))
+
+
 @pytest.mark.parametrize("grad", [False, True])
 def test_vmap_of_jvp_at_one_point_gives_the_primal_output_unbatched_like_torch_func(grad):
     """(A copy of the primal per tangent made f(w) batched: out_dims=None raised. A copy of
