@@ -63,6 +63,18 @@ def _operands(a, b):
     return x, y
 
 
+def division_operands(a, b):
+    """_operands for true division: two integer (or boolean) arrays are each made float64, as
+    torch makes each its default float (minigrad's is float64), not first their common
+    integer dtype (int64 -1 over a uint8 tensor was 255 / u)."""
+    x = a.data if a.__class__ is Tensor else a
+    y = b.data if b.__class__ is Tensor else b
+    if (isinstance(x, _ARRAYS) and isinstance(y, _ARRAYS) and x.dtype.kind in "biu"
+            and y.dtype.kind in "biu"):
+        return x.astype(np.float64), y.astype(np.float64)
+    return _operands(a, b)
+
+
 def floating(array):
     """array, with integers and booleans as float64: what torch's float-valued operations
     (exp, log, softmax, ...) compute them in, its default float being minigrad's float64

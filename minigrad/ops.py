@@ -17,7 +17,7 @@ grad * conj(df/dx)).
 import numpy as np
 
 from kernels.dims import normalize as normalize_dim
-from minigrad.dtypes import _operands, floating
+from minigrad.dtypes import _operands, division_operands, floating
 from minigrad.function import Function
 from minigrad.grad_mode import _State
 from minigrad.tensor import Tensor
@@ -60,6 +60,7 @@ class _Binary(Function):
     """Elementwise with broadcasting: one NumPy ufunc forward, a gradient rule per subclass."""
 
     ufunc = None
+    operands = staticmethod(_operands)
 
     @staticmethod
     def saved(a, b):
@@ -70,7 +71,7 @@ class _Binary(Function):
     @classmethod
     def forward(cls, ctx, a, b):
         ctx.save_for_backward(*[v for v in cls.saved(a, b) if v.__class__ is Tensor])
-        x, y = _operands(a, b)
+        x, y = cls.operands(a, b)
         try:
             return _wrap(cls.ufunc(x, y))
         except ValueError:
@@ -119,6 +120,7 @@ class Mul(_Binary):
 
 class Div(_Binary):
     ufunc = np.true_divide
+    operands = staticmethod(division_operands)
     # d/da reads b, d/db reads a and b
     saved = staticmethod(lambda a, b: (b,) * (_needs(a) or _needs(b)) + (a,) * _needs(b))
 

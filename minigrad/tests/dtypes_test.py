@@ -63,6 +63,19 @@ def test_binary_ops_promote_dtypes_like_torch(op, pair):
     _same_as_torch(op, minigrad.Tensor(a), minigrad.Tensor(b), torch.from_numpy(a), torch.from_numpy(b))
 
 
+@pytest.mark.parametrize("pair", [("int64", (), "uint8", (3,)), ("int8", (2,), "uint8", ()),
+                                  ("int8", (2,), "uint8", (2,)), ("int16", (2,), "bool", ())],
+                         ids=lambda p: "%s%s-%s%s" % p)
+def test_true_division_of_integers_of_two_dtypes_divides_their_values_like_torch(pair):
+    """Each integer operand becomes the default float: cast first to their common integer
+    dtype, a negative int64 over a uint8 tensor wrapped (-1 / 1 gave 255; a review)."""
+    da, sa, db, sb = pair
+    a = np.array(-3, da) if sa == () else np.array([-3, 5], da)
+    b = np.array(True) if db == "bool" else np.full(sb, 2, db)
+    _same_as_torch("div", minigrad.Tensor(a), minigrad.Tensor(b), torch.from_numpy(a),
+                   torch.from_numpy(b))
+
+
 @pytest.mark.parametrize("op", sorted(BINARY))
 @pytest.mark.parametrize("pair", [p for p in PAIRS if (p[1] == ()) != (p[3] == ())],
                          ids=lambda p: "%s%s-%s%s" % p)
