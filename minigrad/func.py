@@ -68,6 +68,10 @@ def _fresh_input(value, level, connect, copy_shared=False):
 
 def vjp(f, *primals, has_aux=False):
     """(f(*primals), vjp_fn[, aux]); vjp_fn(cotangents) gives one gradient per primal."""
+    return _vjp(f, primals, has_aux, check_outputs=True)
+
+
+def _vjp(f, primals, has_aux, check_outputs):
     level = innermost_batch()
     flat = [flatten(p) for p in primals]
     # A transform ignores a no_grad around it (as torch.func): f is differentiated anyway, and
@@ -92,10 +96,11 @@ def vjp(f, *primals, has_aux=False):
         inputs, out, aux = run(True)
         shared = False
     out_leaves, out_spec = flatten(out)
-    for o in out_leaves:  # (an integer output has no cotangent space, as in torch.func)
-        if isinstance(o, Tensor) and o.dtype.kind not in "fc":
-            raise RuntimeError("vjp(f, ...): All outputs of f must be floating-point or complex "
-                               "Tensors, got a Tensor of dtype %s" % o.dtype)
+    if check_outputs:  # (an integer output has no cotangent space; torch.func's grad asks not)
+        for o in out_leaves:
+            if isinstance(o, Tensor) and o.dtype.kind not in "fc":
+                raise RuntimeError("vjp(f, ...): All outputs of f must be floating-point or "
+                                   "complex Tensors, got a Tensor of dtype %s" % o.dtype)
     all_inputs = [x for xs in inputs for x in xs]
     tracked = connect and any(as_tensor(x).requires_grad for leaves, _ in flat for x in leaves)
     closed_over = []  # whether f's graph reaches tensors from outside (decided once, if asked)
@@ -211,7 +216,7 @@ def grad(f, argnums=0, has_aux=False):
     """The gradient of f's scalar output with respect to the argument(s) `argnums`."""
     def wrapped(*args):
         nums, call_with = _select(args, argnums)
-        result = vjp(call_with(f), *[args[i] for i in nums], has_aux=has_aux)
+        result = _vjp(call_with(f), [args[i] for i in nums], has_aux, check_outputs=False)
         out = result[0]
         batched = isinstance(out, Tensor) and out._batch is not None and out._batch is innermost_batch()
         if not isinstance(out, Tensor) or out.data.ndim - batched != 0:

@@ -578,6 +578,9 @@ def test_bad_transform_arguments_are_errors_like_torch_func():
             lib.grad(f, argnums=())(a, a)
         with pytest.raises(RuntimeError, match="All outputs of f must be floating-point"):
             lib.jacrev(lambda v: v > 1)(a)  # (it gave a zero Jacobian)
+        # grad does not ask: an integer loss has a zero gradient (vmap(grad) too)
+        _close(lib.grad(lambda v: (v > 1).sum())(a), torch.zeros(2))
+        _close(lib.vmap(lib.grad(lambda v: (v > 1).sum()))(a.reshape(2, 1)), torch.zeros(2, 1))
     # chunk_size may be any integer, as torch.func's (np.int64 from a computation)
     _close(func.jacrev(lambda v: v * 2, chunk_size=np.int64(1))(x), 2 * torch.eye(2))
 
