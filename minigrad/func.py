@@ -40,9 +40,10 @@ def _fresh_input(value, level, connect, copy_shared=False):
     `connect`). Under vmap, an unbatched value gets one copy per example, so that each
     example's gradient is its own: a recorded copy if something outside differentiates
     through it (grad, or a jvp outside the vmap), else a stride-0 view. One whose only
-    tangents are jvps' inside the vmap (hessian's jvp over a batch of tangents) stays
-    unbatched, as in torch.func: f then sees its values, and vjp_fn runs the backward pass
-    under the vmap, unless f's output is batched after all (vjp runs f again, `copy_shared`)."""
+    tangents are jvps' inside a vmap that batches nothing but tangents (hessian's jvp over a
+    basis) stays unbatched, as in torch.func: f then sees its values, and vjp_fn runs the
+    backward pass under the vmap; were f's output batched after all (a tangent used as a
+    value too), vjp would run f again with copies (`copy_shared`)."""
     t = as_tensor(value)
     if t.dtype.kind not in "fc":
         raise TypeError("grad/vjp: differentiated inputs must be floating point or complex, got %s"
@@ -54,7 +55,7 @@ def _fresh_input(value, level, connect, copy_shared=False):
         at = stack.index(level)
         inside = any(inner.tangent(t) is not None for inner in stack[at + 1:])
         if (t.requires_grad or any(outer.tangent(t) is not None for outer in stack[:at])
-                or inside and copy_shared):
+                or inside and (copy_shared or not _batches_only_tangents(level, stack[at + 1:]))):
             t = promote(t, level, stack[at + 1:])
         elif not inside:
             t = Tensor._wrap(np.broadcast_to(t.data, (level.size,) + t.shape))
@@ -64,6 +65,14 @@ def _fresh_input(value, level, connect, copy_shared=False):
     if not t.requires_grad:
         x.requires_grad = True  # a leaf of its own
     return x
+
+
+def _batches_only_tangents(level, inner):
+    """Whether every tensor vmap `level` batched is a tangent given to a jvp inside it (jacfwd
+    over a basis; Hessian-vector products at one point): then f's values are unbatched, and a
+    shared input's gradient comes out unbatched (its tangents batched), as torch.func's."""
+    given = {k for jvp_level in inner for k in getattr(jvp_level, "given", ())}
+    return all(k in given for k in level.inputs)
 
 
 def vjp(f, *primals, has_aux=False):
@@ -258,6 +267,7 @@ def jvp(f, primals, tangents, has_aux=False):
             t = Tensor._wrap(np.broadcast_to(t.data, x.data.shape))
             t._batch = batch
         level.tangents[id(x)] = (x, t)
+        level.given.append(id(t))
         inputs.append(x)
     with level:
         out = f(*unflatten(spec, inputs))
@@ -515,6 +525,7 @@ def vmap(f, in_dims=0, out_dims=0):
             for t, dim in zip(leaves, dims):
                 if dim is not None:
                     t._batch = level
+                    level.inputs.append(id(t))
         with level:
             out = f(*[unflatten(spec, leaves) for leaves, spec, _ in prepared])
         out_leaves, spec = flatten(out)

@@ -135,6 +135,7 @@ class ForwardLevel(Level):
 
     def __init__(self):
         self.tangents = {}  # id(tensor) -> (tensor, tangent); the tensor is kept alive
+        self.given = []  # ids of the tangents jvp was given (func._batches_only_tangents)
         # id(tensor) -> (tensor, class, args): what made each tensor of a vmap batching rule
         # run inside this jvp (_Origins)
         self.origins = {}
@@ -205,6 +206,9 @@ class BatchLevel(Level):
 
     def __init__(self, size):
         self.size = size
+        # ids of the tensors vmap batched (func._batches_only_tangents; alive while it runs, and
+        # not held: a tensor holds its level)
+        self.inputs = []
 
     def process(self, cls, args):
         flags = [a.__class__ is Tensor and a._batch is self for a in args]

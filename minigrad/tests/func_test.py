@@ -432,17 +432,27 @@ def test_vmap_of_jvp_at_one_point_gives_the_primal_output_unbatched_like_torch_f
 
 
 def test_per_example_hessian_vector_products_match_torch_func():
-    """vmap over (tangent, example) pairs at shared parameters: the gradient's input is shared
-    with per-example tangents and the loss is batched, so vjp runs f again with the input
-    copied along the batch (each example's gradient its own)."""
+    """vmap over (tangent, example) pairs at shared parameters: the vmap batches data as well
+    as tangents, so the gradient's shared input is copied along the batch before f runs (each
+    example's gradient its own), and f runs once, as torch.func's (a review found it run
+    twice). A tangent also used as a value batches f's output after all: vjp then runs f again
+    with copies."""
     rng = np.random.default_rng(15)
     w, vs, xs = rng.normal(size=3), rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
     loss = lambda w, x: ((w * x).sum().tanh() + (w * w).sum()) * 2
+    calls = []
 
     def run(lib, tensor):
-        hvp = lambda v, x: lib.jvp(lib.grad(lambda w: loss(w, x)), (tensor(w),), (v,))[1]
-        return lib.vmap(hvp)(tensor(vs), tensor(xs))
+        def f(w, x):
+            calls.append(lib)
+            return loss(w, x)
+        hvp = lambda v, x: lib.jvp(lib.grad(lambda w: f(w, x)), (tensor(w),), (v,))[1]
+        per_example = lib.vmap(hvp)(tensor(vs), tensor(xs))
+        value_too = lib.vmap(lambda v: lib.jvp(lib.grad(lambda u: loss(u, v)), (tensor(w),),
+                                               (v,))[1])(tensor(vs))
+        return per_example, value_too
     _close(run(func, minigrad.Tensor), run(tf, torch.tensor))
+    assert calls == [func, tf]
 
 
 @pytest.mark.parametrize("chunk_size", [1, 2, 5, 9])
