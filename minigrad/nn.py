@@ -55,9 +55,10 @@ def functional_call(module, parameters, args=(), kwargs=None, *, tie_weights=Tru
     differentiate and batch a module's parameters (vmap(grad(loss)) over functional_call
     gives per-example gradients). As torch's: any tensor the module holds may be replaced
     (frozen ones, buffers); a non-tuple `args` is one argument; a tensor tied in two places is
-    replaced in both by either name (tie_weights); a name the module lacks is ignored (an
-    AttributeError where its path is not the module's) and a missing one keeps the module's
-    own, unless strict, which makes either an error."""
+    replaced in both by either name (tie_weights); a name where the module holds no tensor is
+    set for the call (Linear(bias=False) given a bias uses it; an AttributeError where the
+    path is not the module's) and a missing one keeps the module's own, unless strict, which
+    makes either an error."""
     dicts = parameters if isinstance(parameters, tuple) else (parameters,)
     given = {}
     for d in dicts:
@@ -67,8 +68,6 @@ def functional_call(module, parameters, args=(), kwargs=None, *, tie_weights=Tru
             given[name] = value
     slots = list(module._slots())
     current = {name: _get(owner, key) for name, owner, key in slots}
-    for name in set(given) - set(current):
-        _check_path(module, name)
     by_tensor = {}  # id(a tied tensor) -> its new value, for every place that holds it
     for name, value in given.items():
         if tie_weights and name in current:
@@ -88,6 +87,9 @@ def functional_call(module, parameters, args=(), kwargs=None, *, tie_weights=Tru
         new = given[name] if name in given else by_tensor.get(id(old), old)
         if new is not old:
             swaps.append((owner, key, old, new))
+    for name in given.keys() - current.keys():
+        owner, key = _owner(module, name)
+        swaps.append((owner, key, getattr(owner, key, _ABSENT), given[name]))
     try:
         for owner, key, _, new in swaps:
             _put(owner, key, new)
@@ -97,16 +99,24 @@ def functional_call(module, parameters, args=(), kwargs=None, *, tie_weights=Tru
             _put(owner, key, old)
 
 
-def _check_path(module, name):
-    """An AttributeError, as torch's functional_call raises, where the path before a name's
-    last part (attributes and list indices) is not in module."""
-    obj = module
-    for part in name.split(".")[:-1]:
+_ABSENT = object()  # an attribute functional_call set that the module did not have
+
+
+def _owner(module, name):
+    """The module that a name's last part is an attribute of, and that part: as torch's
+    functional_call, an AttributeError where the path is not the module's, a TypeError where
+    it runs through something other than modules and lists."""
+    obj, *path = [module] + name.split(".")
+    for part in path[:-1]:
         try:
             obj = obj[int(part)] if isinstance(obj, (list, tuple)) else getattr(obj, part)
         except (AttributeError, ValueError, IndexError):
             raise AttributeError("functional_call: %r: %s has no %r"
                                  % (name, type(obj).__name__, part)) from None
+    if not isinstance(obj, Module):
+        raise TypeError("functional_call: %r: %s holds no parameters"
+                        % (name, type(obj).__name__))
+    return obj, path[-1]
 
 
 def _get(owner, key):
@@ -114,6 +124,9 @@ def _get(owner, key):
 
 
 def _put(owner, key, value):
+    if value is _ABSENT:
+        delattr(owner, key)
+        return
     if isinstance(owner, tuple):
         raise TypeError("functional_call: a parameter held in a tuple cannot be replaced; hold "
                         "it in a list or an attribute")

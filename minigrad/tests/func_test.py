@@ -995,6 +995,13 @@ def test_functional_call_restores_the_parameters_and_checks_names_like_torch():
     np.testing.assert_allclose(partial.data, model(x).data + 5 - model.layers[1].bias.data)
     with pytest.raises(AttributeError, match="'no.such': MLP has no 'no'"):  # (a bad path)
         func.functional_call(model, {"no.such": own[0]}, (x,))
+    with pytest.raises(TypeError, match="'layers.0.weight.foo': Tensor holds no parameters"):
+        func.functional_call(model, {"layers.0.weight.foo": own[0]}, (x,))
+    # a name where the module holds no tensor is set for the call, as torch's (a review)
+    plain = minigrad.nn.Linear(4, 2, bias=False, dtype=np.float64, rng=np.random.default_rng(3))
+    biased = func.functional_call(plain, {"bias": minigrad.Tensor([10.0, 20.0])}, (x,))
+    np.testing.assert_allclose(biased.data, plain(x).data + [10.0, 20.0])
+    assert plain.bias is None and not hasattr(model, "nosuch")
     # ...unless strict
     with pytest.raises(RuntimeError,
                        match=r"missing \['layers.0.bias', .*unexpected \['nosuch'\]"):
