@@ -91,10 +91,12 @@ class Function:
                 out = cls.forward(ctx, *args)
             finally:
                 _State.enabled = prev
-        if track:
+        # (an integer or boolean output, a user's Function's, is not differentiable: as torch's,
+        # it is a constant to what uses it, and its Function's backward never runs)
+        if track and out.data.dtype.kind in "fc":
             ctx.inputs = args
             ctx._sequence = next(_sequence)
-            out._requires_grad = True  # an operation's output: floating point, no checks needed
+            out._requires_grad = True
             out.grad_fn = ctx
             saved = ctx._saved
             for t in saved:

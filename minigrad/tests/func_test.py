@@ -376,6 +376,37 @@ def test_jacobians_of_f_that_reads_values_or_calls_vmap_match_torch_func(transfo
     _close(run(func, minigrad.Tensor), run(tf, torch.tensor))
 
 
+def test_an_integer_output_of_a_function_is_a_constant_like_torch():
+    """An operation's output of an integer dtype required grad, so gradients flowed through a
+    user's Function that floors (a review): torch's is a constant to what uses it."""
+    class Floor(minigrad.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return minigrad.Tensor(np.floor(x.data).astype(np.int64))
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 1.0
+
+    class TorchFloor(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return torch.floor(x).long()
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 1.0
+    x = np.array([0.5, 2.0, 3.0])
+    y = Floor.apply(minigrad.Tensor(x, requires_grad=True))
+    t = TorchFloor.apply(torch.tensor(x, requires_grad=True))
+    assert not y.requires_grad and y.grad_fn is None and not t.requires_grad
+    np.testing.assert_array_equal(func.grad(lambda v: Floor.apply(v).sum())(
+        minigrad.Tensor(x)).data, np.zeros(3))  # (torch.func's grad gives zeros too)
+    xt = torch.tensor(x, requires_grad=True)
+    (TorchFloor.apply(xt) * xt).sum().backward()
+    _close(func.grad(lambda v: (Floor.apply(v) * v).sum())(minigrad.Tensor(x)), xt.grad)
+
+
 def test_jacrev_of_a_function_whose_backward_computes_on_arrays_takes_a_pass_per_row():
     """A batched backward (vmap of vjp_fn) cannot see the batch dim of a user's Function whose
     backward computes on arrays: each row got the summed gradient. vjp_fn under vmap refuses
