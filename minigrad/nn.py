@@ -65,6 +65,8 @@ def functional_call(module, parameters, args=(), kwargs=None, *, tie_weights=Tru
         for name, value in d.items():
             if name in given:
                 raise ValueError("functional_call: %r is given twice" % name)
+            if not isinstance(value, Tensor):
+                raise TypeError("functional_call: %r: %r is not a Tensor" % (name, value))
             given[name] = value
     slots = list(module._slots())
     current = {name: _get(owner, key) for name, owner, key in slots}
@@ -89,13 +91,18 @@ def functional_call(module, parameters, args=(), kwargs=None, *, tie_weights=Tru
             swaps.append((owner, key, old, new))
     for name in given.keys() - current.keys():
         owner, key = _owner(module, name)
-        swaps.append((owner, key, getattr(owner, key, _ABSENT), given[name]))
+        old = getattr(owner, key, _ABSENT)
+        if old is not _ABSENT and old is not None:  # (a number, a submodule: not a tensor's place)
+            raise TypeError("functional_call: attribute %r: %r is not a Tensor" % (name, old))
+        swaps.append((owner, key, old, given[name]))
+    applied = []  # (restored in reverse, so far as made: a swap may raise, as into a tuple)
     try:
-        for owner, key, _, new in swaps:
+        for owner, key, old, new in swaps:
             _put(owner, key, new)
+            applied.append((owner, key, old))
         return module(*(args if isinstance(args, tuple) else (args,)), **(kwargs or {}))
     finally:
-        for owner, key, old, _ in reversed(swaps):
+        for owner, key, old in reversed(applied):
             _put(owner, key, old)
 
 

@@ -1028,6 +1028,19 @@ def test_functional_call_restores_the_parameters_and_checks_names_like_torch():
         func.functional_call(model, {"no.such": own[0]}, (x,))
     with pytest.raises(TypeError, match="'layers.0.weight.foo': Tensor holds no parameters"):
         func.functional_call(model, {"layers.0.weight.foo": own[0]}, (x,))
+    for bad, what in (({"nosuch": 5.0}, "5.0 is not a Tensor"),
+                      ({"layers": own[0]}, "attribute 'layers': .* is not a Tensor")):
+        with pytest.raises(TypeError, match=what):  # (as torch's)
+            func.functional_call(model, bad, (x,))
+    class Held(minigrad.nn.Module):  # a parameter in a tuple cannot be swapped
+        def __init__(self):
+            self.w = minigrad.Tensor(np.ones(2), requires_grad=True)
+            self.ws = (minigrad.Tensor(np.ones(2), requires_grad=True),)
+    held = Held()
+    w = held.w
+    with pytest.raises(TypeError, match="held in a tuple cannot be replaced"):
+        func.functional_call(held, {"w": own[1], "ws.0": own[1], "extra": own[1]}, ())
+    assert held.w is w and not hasattr(held, "extra")  # what was swapped is restored
     # a name where the module holds no tensor is set for the call, as torch's (a review)
     plain = minigrad.nn.Linear(4, 2, bias=False, dtype=np.float64, rng=np.random.default_rng(3))
     biased = func.functional_call(plain, {"bias": minigrad.Tensor([10.0, 20.0])}, (x,))
