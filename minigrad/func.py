@@ -362,9 +362,7 @@ def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
         total = starts[-1]
         basis = []  # cotangent row k: 1 at the k-th of all the outputs' elements, in order
         for o, start, size in zip(outs, starts, sizes):
-            b = np.zeros((total, size), o.dtype)
-            b[start:start + size] = np.eye(size, dtype=o.dtype)
-            basis.append(b.reshape((total,) + o.shape))
+            basis.append(np.eye(total, size, -start, dtype=o.dtype).reshape((total,) + o.shape))
         rows = None
         if innermost_batch() is None and total > 1 and chunk_size != 1:
             row = lambda *cts: fn(unflatten(out_spec, list(cts)))
@@ -400,65 +398,85 @@ def jacfwd(f, argnums=0, has_aux=False):
     """The Jacobian of f by forward mode: shape output.shape + input.shape for each output and
     each tensor differentiated, in the structures of f's output and of its arguments (with
     has_aux, f returns (output, aux) and this (Jacobian, aux)).
-    Outside vmap, the columns for each input tensor come from one forward pass, vmap of jvp
-    over its basis of tangents (as torch.func). Inside vmap, a forward pass per column."""
+    Outside vmap, every column comes from one forward pass, vmap of jvp over the basis of
+    tangents of all the input tensors, the primal unbatched (as torch.func's). Inside vmap
+    (one level at a time), or where f calls vmap, a forward pass per column."""
     def wrapped(*args):
         nums, call_with = _select(args, argnums)
         trees = _trees(args, nums)
-        _real("jacfwd", "inputs", [x for xs, _ in trees for x in xs])
+        leaves = [x for xs, _ in trees for x in xs]
+        _real("jacfwd", "inputs", leaves)
         primals = tuple(unflatten(spec, xs) for xs, spec in trees)
         found = {}  # f's output structure and count, and its aux
 
-        def along(j, l, t):
-            """f's output, its tangents along t for tensor l of argument j (0 for the others;
-            j None: for all) and, with has_aux, its aux."""
-            tans = [[t if (i, k) == (j, l) else Tensor._wrap(np.zeros(x.shape, x.dtype))
-                     for k, x in enumerate(xs)] for i, (xs, _) in enumerate(trees)]
+        def push(tangents):
+            """f's output, its tangents along `tangents` (one per input tensor, in order) and,
+            with has_aux, its aux."""
+            it = iter(tangents)
             return jvp(call_with(f), primals,
-                       tuple(unflatten(spec, ts) for ts, (_, spec) in zip(tans, trees)),
+                       tuple(unflatten(spec, [next(it) for _ in xs]) for xs, spec in trees),
                        has_aux=has_aux)
 
-        def columns(j, l, x):
-            """Each output's tangents along each element of x, tensor l of argument j, stacked
-            last: output.shape + (x.numel(),)."""
-            n = x.numel()  # inside vmap: one example's
-            eye = np.eye(n, dtype=x.dtype).reshape((n,) + x.shape)
-            if innermost_batch() is None and n > 1:
-                try:
-                    cols, *aux = vmap(lambda t: along(j, l, t)[1:],
-                                      out_dims=(-1, 0) if has_aux else (-1,))(Tensor._wrap(eye))
-                except NotImplementedError:  # what vmap does not batch (f calling vmap: one
-                    pass  # level at a time) a pass per column computes, or raises about
-                else:
-                    if aux:  # the same for every tangent: the first's
-                        leaves, spec = flatten(aux[0])
-                        found["aux"] = unflatten(spec, [a[0] if isinstance(a, Tensor) else a
-                                                        for a in leaves])
-                    cols, found["spec"] = flatten(cols)
-                    found["count"] = len(cols)
-                    return cols
-            each = []
-            for e in eye if n else np.zeros((1,) + x.shape, x.dtype):  # (empty x: the shapes)
-                out, tangent, *aux = along(j, l, Tensor._wrap(e))
-                each.append(flatten(tangent)[0])
+        def found_outputs(out, aux):
             found["aux"] = aux[0] if aux else None
             outs, found["spec"] = flatten(out)
             found["count"] = len(outs)
+            return outs
+
+        def one_pass():
+            """Each input tensor's columns, stacked last for each output (output.shape +
+            (x.numel(),)), from one vmap of jvp over a block basis; None where vmap raises
+            NotImplementedError (f calling vmap: one level at a time)."""
+            sizes = [x.numel() for x in leaves]
+            starts = [int(k) for k in np.cumsum([0] + sizes)]
+            bases = []
+            for x, start, n in zip(leaves, starts, sizes):  # rows start.. of the identity
+                b = np.eye(starts[-1], n, -start, dtype=x.dtype)
+                bases.append(Tensor._wrap(b.reshape((starts[-1],) + x.shape)))
+            try:
+                cols, *aux = vmap(lambda *ts: push(ts)[1:],
+                                  out_dims=(-1, 0) if has_aux else (-1,))(*bases)
+            except NotImplementedError:
+                return None
+            if aux:  # the same for every tangent: the first's
+                parts, spec = flatten(aux[0])
+                aux = [unflatten(spec, [a[0] if isinstance(a, Tensor) else a for a in parts])]
+            cols, found["spec"] = flatten(cols)
+            found["aux"], found["count"] = (aux[0] if aux else None), len(cols)
+            if len(leaves) == 1:
+                return [cols]
+            return [[c[..., start:start + n] for c in cols] for start, n in zip(starts, sizes)]
+
+        def columns(k, x):
+            """The same for input tensor k alone, a forward pass per column."""
+            n = x.numel()  # inside vmap: one example's
+            each = []
+            for e in np.eye(n, dtype=x.dtype) if n else np.zeros((1, n), x.dtype):  # (empty
+                # x: one pass for the output's shapes)
+                out, tangent, *aux = push([Tensor._wrap(e.reshape(x.shape)) if i == k else
+                                           Tensor._wrap(np.zeros(y.shape, y.dtype))
+                                           for i, y in enumerate(leaves)])
+                each.append(flatten(tangent)[0])
+            outs = found_outputs(out, aux)
             return [_stack([c[m] for c in each[:n]], o.shape + (n,),
                            np.result_type(o.dtype, x.dtype), last=True)
                     for m, o in enumerate(outs)]
 
-        cols = [[columns(j, l, x) for l, x in enumerate(xs)] for j, (xs, _) in enumerate(trees)]
+        by_leaf = None
+        if innermost_batch() is None and sum(x.numel() for x in leaves) > 1:
+            by_leaf = one_pass()
+        if by_leaf is None:
+            by_leaf = [columns(k, x) for k, x in enumerate(leaves)]
         if "spec" not in found:  # no tensor to differentiate: f's output structure, once
-            out, _, *aux = along(None, None, None)
-            found["aux"] = aux[0] if aux else None
-            outs, found["spec"] = flatten(out)
-            found["count"] = len(outs)
-        _real("jacfwd", "outputs", [c for by_arg in cols for by_leaf in by_arg for c in by_leaf])
-        jacs = [[unflatten(spec, [ops.Reshape.apply(by_leaf[m], by_leaf[m].shape[:-1] + x.shape)
-                                  for x, by_leaf in zip(xs, by_arg)])
-                 for m in range(found["count"])]
-                for (xs, spec), by_arg in zip(trees, cols)]
+            out, _, *aux = push([])
+            found_outputs(out, aux)
+        _real("jacfwd", "outputs", [c for cols in by_leaf for c in cols])
+        jacs, k = [], 0
+        for xs, spec in trees:
+            cols, k = by_leaf[k:k + len(xs)], k + len(xs)
+            jacs.append([unflatten(spec, [ops.Reshape.apply(c[m], c[m].shape[:-1] + x.shape)
+                                          for x, c in zip(xs, cols)])
+                         for m in range(found["count"])])
         jac = _per_output(found["spec"], jacs, argnums)
         return (jac, found["aux"]) if has_aux else jac
     return wrapped

@@ -486,6 +486,25 @@ def test_per_example_hessian_vector_products_match_torch_func():
     assert calls == [func, tf]
 
 
+def test_jacfwd_and_hessian_over_a_tree_run_f_once_like_torch_func():
+    """One vmap over the block basis of every input tensor (it was a vmap per tensor: f ran
+    once for each)."""
+    rng = np.random.default_rng(16)
+    p = {"w": rng.normal(size=(2, 3)), "b": rng.normal(size=2)}
+    x = rng.normal(size=3)
+    calls = []
+
+    def run(lib, tensor):
+        def f(q):
+            calls.append(lib)
+            return ((q["w"] @ tensor(x) + q["b"]).tanh() ** 2).sum()
+        params = {k: tensor(v) for k, v in p.items()}
+        return lib.hessian(f)(params), lib.jacfwd(lambda q: (q["w"] * 2, q["b"].exp()))(params)
+    mine, theirs = run(func, minigrad.Tensor), run(tf, torch.tensor)
+    assert calls == [func, tf]
+    _close(minigrad.levels.flatten(mine)[0], torch.utils._pytree.tree_leaves(theirs))
+
+
 @pytest.mark.parametrize("chunk_size", [1, 2, 5, 9])
 def test_jacrev_in_chunks_of_rows_over_trees_matches_torch_func(chunk_size):
     rng = np.random.default_rng(12)
