@@ -65,7 +65,7 @@ def functional_call(module, parameters, args=(), kwargs=None, *, tie_weights=Tru
         for name, value in d.items():
             if name in given:
                 raise ValueError("functional_call: %r is given twice" % name)
-            if not isinstance(value, Tensor):
+            if value is not None and not isinstance(value, Tensor):  # (None: removed, as torch)
                 raise TypeError("functional_call: %r: %r is not a Tensor" % (name, value))
             given[name] = value
     slots = list(module._slots())

@@ -1064,6 +1064,9 @@ def test_functional_call_restores_the_parameters_and_checks_names_like_torch():
     plain = minigrad.nn.Linear(4, 2, bias=False, dtype=np.float64, rng=np.random.default_rng(3))
     biased = func.functional_call(plain, {"bias": minigrad.Tensor([10.0, 20.0])}, (x,))
     np.testing.assert_allclose(biased.data, plain(x).data + [10.0, 20.0])
+    unbiased = func.functional_call(model.layers[1], {"bias": None}, (x[:, :3],))  # (None:
+    np.testing.assert_allclose(unbiased.data,  # removed for the call, as torch's)
+                               x.data[:, :3] @ model.layers[1].weight.data.T)
     assert plain.bias is None and not hasattr(model, "nosuch")
     # ...unless strict
     with pytest.raises(RuntimeError,
