@@ -85,7 +85,7 @@ def functional_call(module, parameters, args=(), kwargs=None, *, tie_weights=Tru
                                % (missing, unexpected, type(module).__name__))
     swaps = []
     for name, owner, key in slots:
-        old = _get(owner, key)
+        old = current[name]
         new = given[name] if name in given else by_tensor.get(id(old), old)
         if new is not old:
             swaps.append((owner, key, old, new))
@@ -116,7 +116,7 @@ def _owner(module, name):
     obj, *path = [module] + name.split(".")
     for part in path[:-1]:
         try:
-            obj = obj[int(part)] if isinstance(obj, (list, tuple)) else getattr(obj, part)
+            obj = _get(obj, int(part) if isinstance(obj, (list, tuple)) else part)
         except (AttributeError, ValueError, IndexError):
             raise AttributeError("functional_call: %r: %s has no %r"
                                  % (name, type(obj).__name__, part)) from None
