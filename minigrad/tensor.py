@@ -279,23 +279,71 @@ class Tensor:
                                "recorded (its gradient would be lost); use the out-of-place "
                                "operation: z = z + w")
 
-    def add_(self, other, alpha=1.0):
+    def _update(self, name, ufunc, other, alpha=1):
+        """self.data = ufunc(self.data, alpha * other) in self's memory, with torch's rules:
+        the result keeps self's shape and dtype, so one that broadcasts wider, or whose type
+        does not cast to self's within its kind (float into an integer tensor), is an error."""
         self._check_inplace(other)
         other = _data(other)
-        if alpha != 1.0:
+        if alpha != 1:
             other = other * alpha
-        np.add(self.data, other, out=self.data, casting="same_kind")
+        try:
+            ufunc(self.data, other, out=self.data, casting="same_kind")
+        except TypeError:  # (NumPy's UFuncTypeError)
+            result = ufunc.resolve_dtypes((self.dtype, np.asarray(other).dtype, None))[-1]
+            raise RuntimeError("%s: result type %s can't be cast to the desired output type %s "
+                               "(as in torch); use the out-of-place operation"
+                               % (name, result, self.dtype)) from None
+        except ValueError:
+            if not self.data.flags.writeable:  # (NumPy's words say it: an hlo.jit output's view)
+                raise
+            shape = np.shape(other)
+            try:
+                wide = "the broadcast shape %s" % list(np.broadcast_shapes(self.shape, shape))
+            except ValueError:
+                wide = "an operand of shape %s (they do not broadcast)" % list(shape)
+            raise RuntimeError("%s: output with shape %s doesn't match %s (as in torch)"
+                               % (name, list(self.shape), wide)) from None
         self._version[0] += 1
         return self
 
-    def sub_(self, other, alpha=1.0):
-        return self.add_(other, -alpha)
+    def add_(self, other, alpha=1):
+        return self._update("add_", np.add, other, alpha)
+
+    def sub_(self, other, alpha=1):
+        return self._update("sub_", np.subtract, other, alpha)
 
     def mul_(self, other):
-        self._check_inplace(other)
-        self.data *= _data(other)
-        self._version[0] += 1
-        return self
+        return self._update("mul_", np.multiply, other)
+
+    def div_(self, other):
+        return self._update("div_", np.true_divide, other)
+
+    # `x += y` changes x in place, as in torch (w -= lr * w.grad under no_grad updates the
+    # parameter that w names). Where torch would record the change in the graph (x or y
+    # tracked, or inside a transform), minigrad, which records no in-place operation, binds x
+    # to the out-of-place result instead: the same values and gradients for x, and residual
+    # code (out += identity) keeps working; only another name for x's old tensor differs.
+    def _records(self, other):
+        if _State.transforms:
+            return True
+        if not _State.enabled:
+            return False
+        if self._requires_grad:  # (a leaf that requires grad: add_ refuses it, as torch)
+            return self.grad_fn is not None
+        return other.__class__ is Tensor and other._requires_grad
+
+    def __iadd__(self, other):
+        return self + other if self._records(other) else self.add_(other)
+
+    def __isub__(self, other):
+        return self - other if self._records(other) else self.sub_(other)
+
+    def __imul__(self, other):
+        return self * other if self._records(other) else self.mul_(other)
+
+    def __itruediv__(self, other):
+        return self / other if self._records(other) else self.div_(other)
 
     def zero_(self):
         self._check_inplace()

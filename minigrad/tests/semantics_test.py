@@ -575,6 +575,8 @@ def test_an_in_place_update_by_a_tensor_that_requires_grad_is_an_error_not_a_los
     with minigrad.no_grad():
         apply()  # nothing to record
     z.add_(w.detach())
+    with pytest.raises(RuntimeError, match="operand that requires grad is not recorded"):
+        z.sub_(w * 2, alpha=0.5)  # (checked before alpha scales it)
 
 
 def test_iteration_goes_over_dim_0_and_a_0d_tensor_is_not_iterable_like_torch():
@@ -583,3 +585,98 @@ def test_iteration_goes_over_dim_0_and_a_0d_tensor_is_not_iterable_like_torch():
     for t in (minigrad.Tensor(3.0), torch.tensor(3.0)):
         with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
             list(t)
+
+
+def test_in_place_operators_update_the_tensor_like_torch():
+    # The manual SGD step: `p -= lr * p.grad` bound p to a new tensor, so the parameter that
+    # the list (and the model) holds never changed.
+    results = []
+    for tensor, no_grad in ((minigrad.Tensor, minigrad.no_grad), (torch.tensor, torch.no_grad)):
+        w = tensor(np.array([1.0, -2.0]), requires_grad=True)
+        params = [w]
+        (w * w).sum().backward()
+        with no_grad():
+            for p in params:
+                p -= 0.1 * p.grad
+                p *= 2.0
+                p /= 4.0
+                p += 1.0
+        plain = tensor(np.array([1.0, 2.0]))
+        alias = plain  # another name for the same tensor sees the change, as torch's
+        plain += plain
+        results.append((np.asarray(w.detach().numpy()), np.asarray(alias.numpy())))
+    (mine, mine_alias), (theirs, theirs_alias) = results
+    np.testing.assert_allclose(mine, theirs)
+    np.testing.assert_array_equal(mine_alias, theirs_alias)
+
+
+def test_an_in_place_operator_keeps_the_dtype_or_raises_like_torch():
+    cases = [("int64", "/=", 2), ("int64", "+=", 0.5), ("int64", "*=", 1.5), ("float64", "+=", 1j),
+             ("bool", "+=", 1), ("int64", "-=", np.array([0.5])),
+             ("float32", "*=", np.array([2.0])), ("int32", "+=", 3), ("float32", "/=", 3),
+             ("int64", "-=", 1), ("uint8", "-=", np.array([1], np.uint8))]
+    for dtype, op, other in cases:
+        outcomes = []
+        for tensor, convert in ((lambda a: minigrad.Tensor(a), lambda v: v),
+                                (lambda a: torch.from_numpy(a), lambda v: torch.as_tensor(v)
+                                 if isinstance(v, np.ndarray) else v)):
+            x = tensor(np.array([1, 2], dtype=dtype))
+            try:
+                exec("x %s other" % op, {}, {"x": x, "other": convert(other)})
+            except RuntimeError as e:
+                assert "can't be cast to the desired output type" in str(e)
+                outcomes.append("raises")
+            else:
+                outcomes.append((str(x.dtype).replace("torch.", ""), x.numpy().tolist()))
+        assert outcomes[0] == outcomes[1], (dtype, op, other, outcomes)
+
+
+def test_an_in_place_operator_with_a_wider_operand_raises_like_torch():
+    for tensor in (minigrad.Tensor, torch.tensor):
+        x = tensor(np.zeros(2))
+        with pytest.raises(RuntimeError, match=r"output with shape \[2\] doesn't match the "
+                                               r"broadcast shape \[1, 2\]"):
+            x += tensor(np.ones((1, 2)))
+    with pytest.raises(RuntimeError, match=r"shape \[2\] doesn't match an operand of shape \[3\]"):
+        x = minigrad.Tensor(np.zeros(2))
+        x += np.ones(3)
+
+
+def test_an_in_place_operator_on_a_leaf_that_requires_grad_raises_like_torch():
+    for tensor in (minigrad.Tensor, torch.tensor):
+        w = tensor(np.ones(2), requires_grad=True)
+        with pytest.raises(RuntimeError, match="leaf"):
+            w += 1.0
+        with pytest.raises(RuntimeError, match="leaf"):
+            w *= tensor(np.ones(2), requires_grad=True)
+
+
+def test_an_in_place_operator_where_torch_records_it_gives_torchs_gradients():
+    # Recorded (x tracked, or y tracked into an untracked x): minigrad binds x to the
+    # out-of-place result, whose values and gradients are torch's in-place ones.
+    def residual(lib, a, b):
+        out = a * 3.0
+        kept = out * 1.0  # used before the change: its gradient flows through the old value
+        out += b
+        out *= a
+        return out + kept
+
+    assert_matches_torch(residual, [np.array([1.0, -2.0, 0.5]), np.array([0.3, 0.1, -4.0])])
+
+    def accumulate(lib, w):
+        total = lib.tensor(np.zeros(3), requires_grad=False)
+        total += w * w
+        total /= 2.0
+        return total
+
+    assert_matches_torch(accumulate, [np.array([1.0, -2.0, 0.5])])
+
+
+def test_a_saved_tensor_changed_by_an_in_place_operator_is_caught_like_torch():
+    for tensor, no_grad in ((minigrad.Tensor, minigrad.no_grad), (torch.tensor, torch.no_grad)):
+        x = tensor(np.array([0.5, 1.0]), requires_grad=True)
+        y = x.exp()  # saves its output
+        with no_grad():
+            y += 1.0
+        with pytest.raises(RuntimeError, match="modified by an in-?place operation"):
+            y.sum().backward()
