@@ -10,8 +10,10 @@ and jacfwd take one vjp / jvp per basis vector; hessian is jacfwd(jacrev).
 Transforms compose: jvp and vmap are levels on a stack that Function.apply
 hands each operation to (innermost first); grad inside vmap copies unbatched
 inputs per example and differentiates the batched graph in one backward pass.
-Arguments and outputs may be tensors, arrays, numbers, or lists/tuples/dicts of them (vmap's
-in_dims entries too: one dim for a whole argument, or a tree of dims shaped as it). jacrev and
+Arguments may be tensors, arrays, numbers, or lists/tuples/dicts of them (vmap's in_dims
+entries too: one dim for a whole argument, or a tree of dims shaped as it); so may vmap's
+outputs and an aux, while vjp's, jvp's and the Jacobians' outputs are trees of tensors (as
+torch.func's: a number has no derivative to give). jacrev and
 jacfwd nest Jacobians as torch.func: the output's structure, then a tuple over argnums (if a
 tuple), then each argument's structure, one Jacobian per (output, input) pair of tensors.
 Limits: one vmap level at a time (no vmap of vmap); indexing with batched index
@@ -106,8 +108,9 @@ def _vjp(f, primals, has_aux, check_outputs):
         shared = False
     out_leaves, out_spec = flatten(out)
     if check_outputs:  # (an integer output has no cotangent space; torch.func's grad asks not)
+        _only_tensors("vjp(f, *primals)", out_leaves)
         for o in out_leaves:
-            if isinstance(o, Tensor) and o.dtype.kind not in "fc":
+            if o.dtype.kind not in "fc":
                 raise RuntimeError("vjp(f, ...): All outputs of f must be floating-point or "
                                    "complex Tensors, got a Tensor of dtype %s" % o.dtype)
     all_inputs = [x for xs in inputs for x in xs]
@@ -179,6 +182,15 @@ def _vjp(f, primals, has_aux, check_outputs):
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
 
 
+def _only_tensors(call, leaves):
+    """As torch.func: vjp's and jvp's outputs are tensors (a number or an array has no
+    derivative to give; jacrev and jacfwd failed on one with an AttributeError)."""
+    for o in leaves:
+        if not isinstance(o, Tensor):
+            raise RuntimeError("%s: expected f(*primals) to return only tensors, got unsupported "
+                               "type %s" % (call, type(o)))
+
+
 def _unbatchable(outputs, inputs):
     """A Function between `inputs` and `outputs` without a batching rule, if any: a backward
     pass batched over a vmap of cotangents is right when every node's backward is written in
@@ -233,6 +245,9 @@ def grad(f, argnums=0, has_aux=False):
                                "jacrev for other outputs" % (
                                    "shape %s" % (out.shape,) if isinstance(out, Tensor)
                                    else type(out).__name__))
+        if out.dtype.kind == "c":  # (its gradient would be the real part's: torch refuses)
+            raise RuntimeError("grad can be implicitly created only for real scalar outputs but "
+                               "got %s; return .real (or .abs()) of f's output" % out.dtype)
         ones = Tensor._wrap(np.ones(out.data.shape, out.dtype))
         ones._batch = out._batch
         grads = result[1](ones)
@@ -277,6 +292,7 @@ def jvp(f, primals, tangents, has_aux=False):
             raise ValueError("jvp(has_aux=True): f must return (output, aux)")
         out, aux = out
     out_leaves, out_spec = flatten(out)
+    _only_tensors("jvp(f, primals, tangents)", out_leaves)
     outs = []
     for o in out_leaves:
         t = level.tangent(o)

@@ -3,6 +3,7 @@ table, per-example gradients of the digits MLP, the Hessian of a small net, and 
 
 import collections
 import gc
+import re
 
 import numpy as np
 import pytest
@@ -191,6 +192,39 @@ def test_grad_argnums_and_has_aux_like_torch_func():
 def test_grad_of_a_non_scalar_is_an_error_like_torch_func():
     with pytest.raises(RuntimeError, match="grad: f must return a scalar"):
         func.grad(lambda x: x * 2)(minigrad.Tensor(np.ones(3)))
+
+
+@pytest.mark.parametrize("f", [lambda x: (x * (1 + 2j)).sum(), lambda x: (x * x).sum()])
+def test_grad_of_a_complex_output_is_an_error_like_torch_func(f):
+    # (it returned the gradient of the output's real part)
+    for lib, x in ((func, minigrad.Tensor(np.array([1.0, 2.0]))),
+                   (tf, torch.tensor([1.0, 2.0], dtype=torch.float64))):
+        arg = x if f(x).dtype != x.dtype else x * (1 + 0j)  # (the second: a complex input)
+        with pytest.raises(RuntimeError, match="only for real scalar outputs but got "
+                                               "(torch.)?complex128"):
+            lib.grad(f)(arg)
+
+
+@pytest.mark.parametrize("transform", ["vjp", "jvp", "jacrev", "jacfwd", "hessian"])
+@pytest.mark.parametrize("output", ["number", "array", "tuple"])
+def test_a_non_tensor_output_is_an_error_like_torch_func(transform, output):
+    # (vjp returned the number and a vjp_fn that failed when called; jvp, jacrev and jacfwd
+    # raised AttributeError)
+    make = {"number": lambda x: 3.0, "array": lambda x: np.ones(2),
+            "tuple": lambda x: (x * 2, 3.0)}[output]
+    for lib, x, convert in ((func, minigrad.Tensor(np.array([1.0, 2.0])), lambda v: v),
+                            (tf, torch.tensor([1.0, 2.0], dtype=torch.float64),
+                             lambda v: torch.as_tensor(v) if output == "array" else v)):
+        f = lambda t: convert(make(t))
+        call = {"vjp": lambda: lib.vjp(f, x), "jvp": lambda: lib.jvp(f, (x,), (x,))}.get(
+            transform, lambda: getattr(lib, transform)(f)(x))
+        if output == "array" and lib is tf:
+            call()  # (torch's array is a tensor)
+            continue
+        name = "jvp(f, primals, tangents)" if transform in ("jvp", "jacfwd") else "vjp(f, *primals)"
+        with pytest.raises(RuntimeError, match=re.escape(name) + ": expected f\\(\\*primals\\) "
+                                               "to return only tensors, got unsupported type"):
+            call()
 
 
 def test_grad_leaves_inputs_and_their_grad_alone_and_composes_with_backward():
