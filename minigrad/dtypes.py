@@ -63,6 +63,18 @@ def _operands(a, b):
     return x, y
 
 
+def wrapped_ints(x, y):
+    """x and y with a Python int operand of an integer array made that array's dtype modulo
+    its range, as torch converts it (uint8 + 300 is uint8 + 44, int8 - 129 is int8 + 127);
+    NumPy 2 raises OverflowError instead. Called once a ufunc has raised it, so that the
+    operations in range pay nothing. An int beyond 64 bits still raises, as in torch."""
+    def wrap(v, other):
+        if v.__class__ is int and isinstance(other, np.ndarray) and other.dtype.kind in "iu":
+            return np.array(v, np.uint64 if v >= 1 << 63 else np.int64).astype(other.dtype)
+        return v
+    return wrap(x, y), wrap(y, x)
+
+
 def division_operands(a, b):
     """_operands for true division: two integer (or boolean) arrays are each made float64, as
     torch makes each its default float (minigrad's is float64), not first their common

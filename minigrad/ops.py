@@ -17,7 +17,7 @@ grad * conj(df/dx)).
 import numpy as np
 
 from kernels.dims import normalize as normalize_dim
-from minigrad.dtypes import _operands, division_operands, floating
+from minigrad.dtypes import _operands, division_operands, floating, wrapped_ints
 from minigrad.function import Function
 from minigrad.grad_mode import _State
 from minigrad.tensor import Tensor
@@ -61,6 +61,7 @@ class _Binary(Function):
 
     ufunc = None
     operands = staticmethod(_operands)
+    wraps_ints = True  # (pow refuses an exponent out of range, as torch's)
 
     @staticmethod
     def saved(a, b):
@@ -73,7 +74,12 @@ class _Binary(Function):
         ctx.save_for_backward(*[v for v in cls.saved(a, b) if v.__class__ is Tensor])
         x, y = cls.operands(a, b)
         try:
-            return _wrap(cls.ufunc(x, y))
+            try:
+                return _wrap(cls.ufunc(x, y))
+            except OverflowError:  # a Python int out of an integer tensor's range
+                if not cls.wraps_ints:
+                    raise
+                return _wrap(cls.ufunc(*wrapped_ints(x, y)))
         except ValueError:
             raise ValueError("%s: shapes %s and %s cannot be broadcast together"
                              % (cls.ufunc.__name__, tuple(_shape(a)), tuple(_shape(b)))) from None
@@ -136,7 +142,7 @@ class Pow(_Binary):
     """a ** b. As in torch, d/da is 0 where b == 0 (even at a == 0, where b * a**(b-1) is
     nan), and d/db is 0 where a == 0 and b >= 0 (a**b * log(a) would be nan)."""
 
-    ufunc = np.power
+    ufunc, wraps_ints = np.power, False
 
     @classmethod
     def forward(cls, ctx, a, b):

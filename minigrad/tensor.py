@@ -284,11 +284,15 @@ class Tensor:
         the result keeps self's shape and dtype, so one that broadcasts wider, or whose type
         does not cast to self's within its kind (float into an integer tensor), is an error."""
         self._check_inplace(other)
-        other = _data(other)
+        # (a NumPy scalar as the Python number it holds, as torch takes it: _operands)
+        other = other.item() if isinstance(other, np.generic) else _data(other)
         if alpha != 1:
             other = other * alpha
         try:
-            ufunc(self.data, other, out=self.data, casting="same_kind")
+            try:
+                ufunc(self.data, other, out=self.data, casting="same_kind")
+            except OverflowError:  # a Python int out of an integer tensor's range
+                ufunc(*_dtypes.wrapped_ints(self.data, other), out=self.data, casting="same_kind")
         except TypeError:  # (NumPy's UFuncTypeError)
             result = ufunc.resolve_dtypes((self.dtype, np.asarray(other).dtype, None))[-1]
             raise RuntimeError("%s: result type %s can't be cast to the desired output type %s "
@@ -446,4 +450,4 @@ def _index(index):
 
 
 # ops.py and autograd.py build on Tensor, so they are imported once Tensor exists.
-from minigrad import autograd as _autograd, ops as _ops  # noqa: E402
+from minigrad import autograd as _autograd, dtypes as _dtypes, ops as _ops  # noqa: E402

@@ -103,6 +103,27 @@ def test_python_numbers_promote_like_torch(op, scalar, dtype):
     _same_as_torch(op, minigrad.Tensor(a), scalar, torch.from_numpy(a), scalar)
 
 
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+@pytest.mark.parametrize("scalar", [300, -1, 200, -129, 2 ** 40, np.int64(300)], ids=repr)
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16"])
+def test_python_ints_out_of_an_integer_tensors_range_wrap_like_torch(op, scalar, dtype):
+    # (NumPy 2 raised OverflowError: uint8 + 300, uint8 + -1, int8 * 200)
+    a = np.array([1, 2, 100], dtype)
+    for left, right in ((minigrad.Tensor(a), scalar), (scalar, minigrad.Tensor(a))):
+        theirs = [torch.from_numpy(a) if isinstance(v, minigrad.Tensor) else v for v in (left, right)]
+        _same_as_torch(op, left, right, *theirs)
+    mine, theirs = minigrad.Tensor(a), torch.from_numpy(a.copy())
+    if op != "div":  # (an integer tensor cannot take a quotient in place)
+        exec("x %s= y" % {"add": "+", "sub": "-", "mul": "*"}[op], {}, {"x": mine, "y": scalar})
+        exec("x %s= y" % {"add": "+", "sub": "-", "mul": "*"}[op], {}, {"x": theirs, "y": scalar})
+        np.testing.assert_array_equal(mine.data, theirs.numpy())
+    if dtype != "int16":  # as an exponent out of range: refused, as torch's
+        with pytest.raises(OverflowError):
+            minigrad.Tensor(a) ** 300
+        with pytest.raises(RuntimeError, match="cannot be converted .* without overflow"):
+            torch.from_numpy(a) ** 300
+
+
 def test_gradients_of_mixed_precision_operands_keep_each_inputs_dtype():
     x = minigrad.Tensor(np.ones(3, np.float32), requires_grad=True)
     y = minigrad.Tensor(np.full(3, 2.0), requires_grad=True)
