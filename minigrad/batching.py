@@ -87,6 +87,15 @@ def reduction(cls, args, batched):
     return cls.apply(a, tuple(i + 1 for i in axes), keepdim)
 
 
+def argmax(cls, args, batched):
+    """max(dim)'s indices over the same dim one further; a 0-d example's is its only element."""
+    a, dim, keepdim = args
+    axes = ops._axes("max", dim, a.shape[1:])
+    if axes is None:
+        return cls.apply(ops.Reshape.apply(a, a.shape + (1,)), 1, False)
+    return cls.apply(a, axes[0] + 1, keepdim)
+
+
 def matmul(cls, args, batched):
     (a, b), (ba, bb) = args, batched
     batch = (a if ba else b).shape[0]
@@ -238,7 +247,7 @@ RULES = {
     ops.Pow: elementwise, ops.Where: elementwise, ops.Compare: elementwise,
     ops.Alias: unary, ops.Detach: unary, ops.Cast: unary, ops.Neg: unary, ops.Conj: unary, ops.Exp: unary, ops.Tanh: unary,
     ops.Sigmoid: unary, ops.Log: unary, ops.ReLU: unary,
-    ops.Sum: reduction, ops.Mean: reduction, ops.Max: reduction,
+    ops.Sum: reduction, ops.Mean: reduction, ops.Max: reduction, ops.Argmax: argmax,
     ops.MatMul: matmul, ops.Reshape: reshape, ops.Permute: permute, ops.Expand: expand,
     ops.SumTo: sum_to, ops.Index: index, ops.IndexAdd: index_add,
     F.Softmax: softmax, F.LogSoftmax: softmax, F.CrossEntropy: cross_entropy,

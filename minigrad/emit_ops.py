@@ -91,9 +91,10 @@ class Emitter:
         return self.broadcast(name, array.shape, dtype, shape)
 
     def reduce(self, name, shape, dtype, axes, kind):
-        """Reduces `axes` of a (shape, dtype) value with stablehlo.add, maximum or or."""
-        init = 0 if kind in ("add", "or") else (
-            -np.inf if np.dtype(dtype).kind == "f" else np.iinfo(dtype).min)
+        """Reduces `axes` of a (shape, dtype) value with stablehlo.add, maximum, minimum or or."""
+        floating = np.dtype(dtype).kind == "f"
+        init = 0 if kind in ("add", "or") else (-np.inf if floating else np.iinfo(dtype).min) if (
+            kind == "maximum") else np.inf if floating else np.iinfo(dtype).max
         zero = self.value(np.array(init, dtype))
         out = tuple(n for i, n in enumerate(shape) if i not in axes)
         return self.op("stablehlo.reduce(%s init: %s) applies stablehlo.%s across dimensions = %s"
@@ -196,6 +197,31 @@ def _mean(em, args, out):
 
 def _max(em, args, out):
     return _reduced(em, args, out, "maximum")[0]
+
+
+def _argmax(em, args, out):
+    """max(dim)'s indices: the least index along the dim where x equals its maximum or is NaN
+    (the maximum is NaN then: stablehlo.maximum propagates it), as eager's argmax."""
+    a, dim, keepdim = args
+    axes = ops._axes("max", dim, a.shape)
+    if axes is None:  # a 0-d tensor: its only element
+        return em.value(np.zeros((), np.int64))
+    (axis,), shape, x = axes, a.shape, em.value(a)
+    reduced = tuple(n for i, n in enumerate(shape) if i != axis)
+    kept = tuple(1 if i == axis else n for i, n in enumerate(shape))
+    top = em.reduce(x, shape, a.dtype, axes, "maximum")
+    top = em.broadcast(em.reshape(top, reduced, a.dtype, kept), kept, a.dtype, shape)
+    pair = [em.type(shape, a.dtype)] * 2
+    hit = em.op("stablehlo.or %s, %s" % (em.op("stablehlo.compare EQ, %s, %s" % (x, top), shape,
+                                                bool, pair),
+                                          em.op("stablehlo.compare NE, %s, %s" % (x, x), shape,
+                                                bool, pair)), shape, bool)
+    iota = em.op("stablehlo.iota dim = %d" % axis, shape, np.int64)
+    past = em.broadcast(em.value(np.array(shape[axis], np.int64)), (), np.int64, shape)
+    index = em.op("stablehlo.select %s, %s, %s" % (hit, iota, past), shape, np.int64,
+                  [em.type(shape, bool)] + [em.type(shape, np.int64)] * 2)
+    index = em.reduce(index, shape, np.int64, axes, "minimum")
+    return em.reshape(index, reduced, np.int64, out.shape)
 
 
 def _permute(em, args, out):
@@ -369,7 +395,7 @@ EMIT = {
     ops.Alias: lambda em, args, out: em.value(args[0]),
     ops.Detach: lambda em, args, out: em.value(args[0]),
     ops.Cast: lambda em, args, out: em.cast(em.value(args[0]), out.shape, args[0].dtype, out.dtype),
-    ops.MatMul: _matmul, ops.Sum: _sum, ops.Mean: _mean, ops.Max: _max,
+    ops.MatMul: _matmul, ops.Sum: _sum, ops.Mean: _mean, ops.Max: _max, ops.Argmax: _argmax,
     ops.Reshape: lambda em, args, out: em.reshape(em.value(args[0]), args[0].shape, out.dtype, out.shape),
     ops.Permute: _permute,
     ops.Expand: lambda em, args, out: em.broadcast(em.value(args[0]), args[0].shape, out.dtype, out.shape),

@@ -216,6 +216,18 @@ class Compare(_Untracked):
                              % (ufunc.__name__, tuple(_shape(a)), tuple(_shape(b)))) from None
 
 
+class Argmax(_Untracked):
+    """The index of the maximum along one dim, as torch.max(x, dim)'s indices: the first
+    maximal element, or the first NaN (int64, without gradient). An operation, so that vmap
+    batches it and hlo.jit traces it."""
+
+    @staticmethod
+    def forward(ctx, a, dim, keepdim=False):
+        axes = _axes("max", dim, a.shape)  # (checked by Max first: None for a 0-d tensor)
+        index = a.data.argmax(axis=None if axes is None else axes[0], keepdims=keepdim)
+        return _wrap(np.asarray(index, dtype=np.int64))
+
+
 class Where(Function):
     """where(cond, a, b) for a fixed boolean array `cond` (which has no gradient)."""
 

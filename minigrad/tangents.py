@@ -59,6 +59,7 @@ RULES = {
     ops.Alias: lambda args, out, t: t[0],
     ops.Compare: lambda args, out, t: None,  # piecewise constant: no tangent
     ops.Detach: lambda args, out, t: None,  # cut from differentiation
+    ops.Argmax: lambda args, out, t: None,  # an index: no tangent
     ops.Neg: lambda args, out, t: -t[0],
     ops.Conj: _linear(ops.Conj.apply),
     ops.Cast: _linear(ops.Cast.apply),

@@ -4,6 +4,8 @@ Every operator and method here is a thin call of a Function in ops.py; the
 gradient rules live there, and autograd.py walks the graph they record.
 """
 
+import collections
+
 import numpy as np
 
 from minigrad.grad_mode import _State
@@ -223,11 +225,15 @@ class Tensor:
         return _ops.Mean.apply(self, _all_if_empty(dim), keepdim)
 
     def max(self, dim=None, keepdim=False):
-        """max over all elements (ties share the gradient) or over one dim (as torch.max)."""
+        """max over all elements (ties share the gradient); over one dim, (values, indices)
+        as torch.max(x, dim): a named tuple, the gradient going to each index's element."""
         if isinstance(dim, (tuple, list)):
             raise TypeError("max: dim must be one int, got %r (as in torch); reshape the dims "
                             "into one first, or call max() over all elements" % (dim,))
-        return _ops.Max.apply(self, dim, keepdim)
+        values = _ops.Max.apply(self, dim, keepdim)
+        if dim is None:
+            return values
+        return MaxResult(values, _ops.Argmax.apply(self, dim, keepdim))
 
     def exp(self):
         return _ops.Exp.apply(self)
@@ -359,6 +365,10 @@ class Tensor:
         self._check_inplace(value)
         self.data[_index(index)] = _data(value)
         self._version[0] += 1
+
+
+# torch.return_types.max: x.max(1)[0] and `values, indices = x.max(1)` mean what they do in torch
+MaxResult = collections.namedtuple("max", ("values", "indices"))
 
 
 class OnDevice(Tensor):

@@ -194,7 +194,7 @@ ZERO_D = {
     "exp": lambda L, a, b: a.exp() * b, "log": lambda L, a, b: a.log() * b,
     "tanh": lambda L, a, b: a.tanh() * b, "sigmoid": lambda L, a, b: a.sigmoid() * b, "relu": lambda L, a, b: L.relu(a - b),
     "sum": lambda L, a, b: a.sum() + b.sum(0), "mean": lambda L, a, b: a.mean() * b.mean(-1),
-    "max": lambda L, a, b: a.max() + L.max_dim(b, 0),
+    "max": lambda L, a, b: a.max() + b.max(0).values,
     "reshape": lambda L, a, b: a.reshape(1, 1) * b.reshape(()),
     "index": lambda L, a, b: a.reshape(1)[0] * b[None],
     "softmax": lambda L, a, b: L.softmax(a, 0) + L.log_softmax(b, -1),

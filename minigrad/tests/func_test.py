@@ -290,11 +290,9 @@ def test_grad_is_recorded_only_when_something_outside_can_differentiate_it():
 def test_vmap_of_jvp_of_max_takes_each_examples_maximum_like_torch_func(dim):
     rng = np.random.default_rng(6)
     x, v = rng.normal(size=(3, 2, 4)), rng.normal(size=(3, 2, 4))
-    mine = func.vmap(lambda x, v: func.jvp(lambda a: a.max(dim, keepdim=dim == -1), (x,), (v,))[1])(
-        minigrad.Tensor(x), minigrad.Tensor(v))
-    theirs = tf.vmap(lambda x, v: tf.jvp(
-        lambda a: a.max() if dim is None else a.max(dim, keepdim=dim == -1).values, (x,), (v,))[1])(
-        torch.tensor(x), torch.tensor(v))
+    f = lambda a: a.max() if dim is None else a.max(dim, keepdim=dim == -1).values
+    mine = func.vmap(lambda x, v: func.jvp(f, (x,), (v,))[1])(minigrad.Tensor(x), minigrad.Tensor(v))
+    theirs = tf.vmap(lambda x, v: tf.jvp(f, (x,), (v,))[1])(torch.tensor(x), torch.tensor(v))
     _close(mine, theirs)
 
 

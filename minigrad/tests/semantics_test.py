@@ -184,7 +184,7 @@ def test_max_with_nan_routes_the_gradient_to_the_nan_like_torch():
     np.testing.assert_array_equal(_grad_of(lambda x: x.max(), a, "mg"),
                                   _grad_of(lambda x: x.max(), a, "torch"))
     for dim in (0, 1):
-        np.testing.assert_array_equal(_grad_of(lambda x: x.max(dim=dim).sum(), a, "mg"),
+        np.testing.assert_array_equal(_grad_of(lambda x: x.max(dim=dim).values.sum(), a, "mg"),
                                       _grad_of(lambda x: x.max(dim=dim).values.sum(), a, "torch"))
 
 
@@ -221,7 +221,7 @@ def test_max_with_ties_splits_the_gradient_like_torch():
     np.testing.assert_array_equal(mine, _grad_of(lambda x: x.max(), a, "torch"))
     np.testing.assert_allclose(mine, [[1 / 3, 0, 1 / 3], [0, 1 / 3, 0]])
     # Over one dim the gradient goes to the index max returns (the first), as in torch.
-    np.testing.assert_array_equal(_grad_of(lambda x: x.max(dim=1).sum(), a, "mg"),
+    np.testing.assert_array_equal(_grad_of(lambda x: x.max(dim=1).values.sum(), a, "mg"),
                                   _grad_of(lambda x: x.max(dim=1).values.sum(), a, "torch"))
 
 
@@ -305,7 +305,7 @@ def test_softmax_of_a_0d_tensor_is_one_like_torch():
     (g,) = minigrad.grad(y, x)
     assert g.item() == 0.0
     # 0-d reductions take dim 0 or -1, as in torch.
-    assert x.sum(0).item() == 3.0 and x.max(-1, keepdim=True).shape == ()
+    assert x.sum(0).item() == 3.0 and x.max(-1, keepdim=True).values.shape == ()
     with pytest.raises(IndexError, match=r"softmax: dim 1 is out of range for a tensor of shape \(\)"):
         F.softmax(x, 1)
 
@@ -680,3 +680,45 @@ def test_a_saved_tensor_changed_by_an_in_place_operator_is_caught_like_torch():
             y += 1.0
         with pytest.raises(RuntimeError, match="modified by an in-?place operation"):
             y.sum().backward()
+
+
+MAX_INPUTS = {
+    "ties": np.array([[1.0, 3.0, 3.0, 0.0], [-1.0, -1.0, -2.0, -3.0], [2.0, 2.0, 2.0, 2.0]]),
+    "nans": np.array([[np.nan, 2.0, np.nan, 5.0], [1.0, np.nan, 0.0, np.inf], [-np.inf] * 4]),
+    "ints": np.array([[3, 1, 3], [0, -7, 2]]),
+    "0-d": np.array(4.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MAX_INPUTS))
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_max_over_a_dim_returns_values_and_indices_like_torch(name, keepdim):
+    # (it returned the values alone: x.max(1)[0] was the first row, and `values, indices =
+    # x.max(1)` unpacked the values of a two-row x without a word)
+    x = MAX_INPUTS[name]
+    for dim in range(-max(x.ndim, 1), max(x.ndim, 1)):
+        theirs = torch.from_numpy(x).max(dim, keepdim=keepdim)
+        runs = {"eager": lambda a: minigrad.Tensor(a).max(dim, keepdim=keepdim),
+                "jit": hlo.jit(lambda t: t.max(dim, keepdim=keepdim)),
+                "vmap": lambda a: minigrad.func.vmap(lambda t: t.max(dim, keepdim=keepdim))(
+                    np.stack([a, a]))}
+        for run, f in runs.items():
+            values, indices = f(x)
+            if run == "vmap":
+                values, indices = values[1], indices[1]
+            assert indices.dtype == np.int64 and not indices.requires_grad, run
+            np.testing.assert_array_equal(indices.data, theirs.indices.numpy(), err_msg=run)
+            np.testing.assert_array_equal(values.data, theirs.values.numpy(), err_msg=run)
+        mine = minigrad.Tensor(x).max(dim, keepdim=keepdim)
+        assert mine[0] is mine.values and mine[1] is mine.indices and len(mine) == 2
+
+
+def test_max_over_a_dim_sends_the_gradient_to_its_indices_like_torch():
+    x = MAX_INPUTS["ties"]
+    w, tw = minigrad.Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    values, indices = w.max(0)
+    (values * values).sum().backward()
+    tvalues, tindices = tw.max(0)
+    (tvalues * tvalues).sum().backward()
+    np.testing.assert_array_equal(w.grad.data, tw.grad.numpy())
+    np.testing.assert_array_equal(indices.data, tindices.numpy())
