@@ -63,6 +63,15 @@ def _operands(a, b):
     return x, y
 
 
+def can_cast(src, dst):
+    """torch's canCast, which in-place operations check their result with: any cast but a
+    complex into a non-complex dtype, a float into an integer or bool one, and anything but
+    bool into bool (NumPy's same_kind also refuses int32 into uint8; torch does not)."""
+    src, dst = np.dtype(src).kind, np.dtype(dst).kind
+    return not (src == "c" and dst != "c" or src == "f" and dst in "biu"
+                or src != "b" and dst == "b")
+
+
 def wrapped_ints(x, y):
     """x and y with a Python int operand of an integer array made that array's dtype modulo
     its range, as torch converts it (uint8 + 300 is uint8 + 44, int8 - 129 is int8 + 127);

@@ -285,49 +285,35 @@ class Tensor:
                                "recorded (its gradient would be lost); use the out-of-place "
                                "operation: z = z + w")
 
-    def _update(self, name, ufunc, other, alpha=1):
-        """self.data = ufunc(self.data, alpha * other) in self's memory, with torch's rules:
-        the result keeps self's shape and dtype, so one that broadcasts wider, or whose type
-        does not cast to self's within its kind (float into an integer tensor), is an error."""
-        self._check_inplace(other)
-        # (a NumPy scalar as the Python number it holds, as torch takes it: _operands)
-        other = other.item() if isinstance(other, np.generic) else _data(other)
-        if alpha != 1:
-            other = other * alpha
-        try:
-            try:
-                ufunc(self.data, other, out=self.data, casting="same_kind")
-            except OverflowError:  # a Python int out of an integer tensor's range
-                ufunc(*_dtypes.wrapped_ints(self.data, other), out=self.data, casting="same_kind")
-        except TypeError:  # (NumPy's UFuncTypeError)
-            result = ufunc.resolve_dtypes((self.dtype, np.asarray(other).dtype, None))[-1]
+    def _update(self, name, op, other, alpha=1):
+        """self = op(self, alpha * other) in self's memory, with torch's rules: the operation's
+        own (promotion, a Python int wrapped, bool subtraction refused), then a result that
+        keeps self's shape and casts to its dtype as torch's canCast allows (no float into an
+        integer tensor, no complex into a real one, nothing but bool into bool)."""
+        self._check_inplace(other)  # (so nothing below records: op.apply only computes)
+        result = op.apply(self, other if alpha == 1 else other * alpha)
+        if not _dtypes.can_cast(result.dtype, self.dtype):
             raise RuntimeError("%s: result type %s can't be cast to the desired output type %s "
                                "(as in torch); use the out-of-place operation"
-                               % (name, result, self.dtype)) from None
-        except ValueError:
-            if not self.data.flags.writeable:  # (NumPy's words say it: an hlo.jit output's view)
-                raise
-            shape = np.shape(other)
-            try:
-                wide = "the broadcast shape %s" % list(np.broadcast_shapes(self.shape, shape))
-            except ValueError:
-                wide = "an operand of shape %s (they do not broadcast)" % list(shape)
-            raise RuntimeError("%s: output with shape %s doesn't match %s (as in torch)"
-                               % (name, list(self.shape), wide)) from None
+                               % (name, result.dtype, self.dtype))
+        if result.shape != self.shape:
+            raise RuntimeError("%s: output with shape %s doesn't match the broadcast shape %s "
+                               "(as in torch)" % (name, list(self.shape), list(result.shape)))
+        np.copyto(self.data, result.data, casting="unsafe")
         self._version[0] += 1
         return self
 
     def add_(self, other, alpha=1):
-        return self._update("add_", np.add, other, alpha)
+        return self._update("add_", _ops.Add, other, alpha)
 
     def sub_(self, other, alpha=1):
-        return self._update("sub_", np.subtract, other, alpha)
+        return self._update("sub_", _ops.Sub, other, alpha)
 
     def mul_(self, other):
-        return self._update("mul_", np.multiply, other)
+        return self._update("mul_", _ops.Mul, other)
 
     def div_(self, other):
-        return self._update("div_", np.true_divide, other)
+        return self._update("div_", _ops.Div, other)
 
     # `x += y` changes x in place, as in torch (w -= lr * w.grad under no_grad updates the
     # parameter that w names). Where torch would record the change in the graph (x or y

@@ -3,6 +3,9 @@
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import minigrad
 from minigrad import functional as F
@@ -122,6 +125,48 @@ def test_python_ints_out_of_an_integer_tensors_range_wrap_like_torch(op, scalar,
             minigrad.Tensor(a) ** 300
         with pytest.raises(RuntimeError, match="cannot be converted .* without overflow"):
             torch.from_numpy(a) ** 300
+
+
+IN_PLACE_DTYPES = ["bool", "uint8", "int8", "int32", "int64", "float16", "float32", "float64",
+                   "complex128"]
+
+
+@st.composite
+def in_place_case(draw):
+    """x op= y: x of any dtype, y a tensor of any dtype and a shape that broadcasts with x's
+    (wider too), or a Python number of each kind."""
+    shapes = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=2, max_side=3))
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 16)))
+    arrays = [np.asarray(rng.integers(1, 6, shape)) for shape in shapes.input_shapes]
+    dtypes = [draw(st.sampled_from(IN_PLACE_DTYPES)) for _ in arrays]
+    x, y = [np.asarray(a > 2) if d == "bool" else a.astype(d) for a, d in zip(arrays, dtypes)]
+    other = draw(st.sampled_from(["tensor", -300, 7, 2.5, True, 1 + 2j]))
+    return x, draw(st.sampled_from(["+=", "-=", "*=", "/="])), y if other == "tensor" else other
+
+
+@settings(max_examples=300, deadline=None)
+@given(in_place_case())
+def test_in_place_operators_keep_the_dtype_or_raise_like_torch(case):
+    """torch's rules: the operation's promotion, then its canCast into x's dtype (int32 into
+    uint8 is allowed; NumPy's same_kind refused it) and x's shape; subtraction of a bool
+    refused (minigrad's -= allowed it)."""
+    x, op, y = case
+    outcomes = []
+    for tensor in (minigrad.Tensor, torch.from_numpy):
+        env = {"x": tensor(x.copy()), "y": tensor(y.copy()) if isinstance(y, np.ndarray) else y}
+        try:
+            with np.errstate(all="ignore"):
+                exec("x %s y" % op, {}, env)
+        except (RuntimeError, TypeError, ValueError):
+            outcomes.append("raises")
+        else:
+            out = env["x"]
+            outcomes.append((str(out.dtype).replace("torch.", ""),
+                             out.numpy() if isinstance(out, torch.Tensor) else out.data))
+    assert (outcomes[0] == "raises") == (outcomes[1] == "raises"), (case, outcomes)
+    if outcomes[0] != "raises":
+        assert outcomes[0][0] == outcomes[1][0], (case, outcomes)
+        np.testing.assert_allclose(outcomes[0][1], outcomes[1][1], rtol=1e-3)
 
 
 def test_gradients_of_mixed_precision_operands_keep_each_inputs_dtype():
