@@ -200,6 +200,15 @@ class Detach(_Untracked):
         return _wrap(a.data, a._version)
 
 
+_ORDERED = frozenset((np.greater, np.greater_equal, np.less, np.less_equal))
+
+
+def _is_complex(value):
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.dtype.kind == "c"
+    return isinstance(value, complex)
+
+
 class Compare(_Untracked):
     """ufunc(a, b) for a comparison or logical ufunc: a boolean tensor without gradient. Gradient
     rules build their masks with it (not from saved arrays), so that a trace or a batch sees
@@ -209,8 +218,13 @@ class Compare(_Untracked):
     def forward(ctx, ufunc, a, b):
         # In the operands' common dtype by torch's promotion: float32 x == a 0-d float64 0.1
         # compares in float32, as torch does (NumPy's float64 would find no float32 0.1 equal).
+        x, y = _operands(a, b)
+        if ufunc in _ORDERED and (_is_complex(x) or _is_complex(y)):
+            raise TypeError("%s: complex numbers are not ordered (as in torch; NumPy orders them "
+                            "by real, then imaginary part); compare their real parts or abs()"
+                            % ufunc.__name__)
         try:
-            return _wrap(ufunc(*_operands(a, b)))
+            return _wrap(ufunc(x, y))
         except ValueError:
             raise ValueError("%s: shapes %s and %s cannot be broadcast together"
                              % (ufunc.__name__, tuple(_shape(a)), tuple(_shape(b)))) from None

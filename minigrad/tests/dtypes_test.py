@@ -319,3 +319,15 @@ def test_comparisons_promote_like_torch():
         for op in ("__eq__", "__ne__", "__gt__", "__le__"):
             np.testing.assert_array_equal(getattr(mine, op)(o_mine).data,
                                           getattr(theirs, op)(o_theirs).numpy())
+
+
+@pytest.mark.parametrize("op", ["__gt__", "__ge__", "__lt__", "__le__"])
+def test_ordered_comparisons_of_complex_numbers_are_errors_like_torch(op):
+    # (NumPy orders complex numbers by real, then imaginary part: minigrad answered silently)
+    z, r = np.array([1 + 2j, 3 - 1j]), np.array([1.0, 4.0])
+    for left, right in ((z, 2.0), (r, 1 + 2j), (z, z), (r, z), (z.astype(np.complex64), 3)):
+        for tensor, error in ((minigrad.Tensor, TypeError), (torch.from_numpy, NotImplementedError)):
+            other = tensor(right) if isinstance(right, np.ndarray) else right
+            with pytest.raises(error, match="not ordered|not implemented for 'Complex"):
+                getattr(tensor(left), op)(other)
+    np.testing.assert_array_equal((minigrad.Tensor(z) == 1 + 2j).data, [True, False])  # (== is)
