@@ -54,6 +54,10 @@ def relu(x):
 def _log_softmax(x, axis):
     if _kernel is not None and x.dtype in _KERNEL_DTYPES:
         return _kernel.log_softmax(x, axis)
+    if x.dtype == np.float16:  # in float32, rounded once, as torch computes half precision
+        return _log_softmax(x.astype(np.float32), axis).astype(np.float16)
+    if x.size == 0:  # (NumPy's max of no elements raises)
+        return np.empty_like(x)
     shifted = x - x.max(axis=axis, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
 
@@ -61,6 +65,10 @@ def _log_softmax(x, axis):
 def _softmax(x, axis):
     if _kernel is not None and x.dtype in _KERNEL_DTYPES:
         return _kernel.softmax(x, axis)
+    if x.dtype == np.float16:
+        return _softmax(x.astype(np.float32), axis).astype(np.float16)
+    if x.size == 0:
+        return np.empty_like(x)
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
 

@@ -475,13 +475,14 @@ class Max(Function):
 
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
-        if a.data.size == 0:
-            raise RuntimeError("max: the tensor of shape %s is empty; max of no elements is "
-                               "undefined" % (tuple(a.shape),))
         if a.dtype.kind == "c":
             raise TypeError("max: complex tensors are not ordered (as in torch); take max of "
                             "their abs or real part")
         axes = _axes("max", dim, a.shape)
+        # (an empty tensor whose reduced dims are not empty has an empty max, as in torch)
+        if a.data.size == 0 and (axes is None or 0 in [a.shape[i] for i in axes]):
+            raise RuntimeError("max: the tensor of shape %s is empty along the reduced dims; max "
+                               "of no elements is undefined" % (tuple(a.shape),))
         out, ctx.mask = _max_mask(a.data, axes[0] if isinstance(dim, (int, np.integer)) and axes
                                   else axes)
         ctx.shape, ctx.axes, ctx.keepdim = a.shape, axes, keepdim

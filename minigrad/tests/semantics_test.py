@@ -722,3 +722,15 @@ def test_max_over_a_dim_sends_the_gradient_to_its_indices_like_torch():
     (tvalues * tvalues).sum().backward()
     np.testing.assert_array_equal(w.grad.data, tw.grad.numpy())
     np.testing.assert_array_equal(indices.data, tindices.numpy())
+
+
+def test_max_of_an_empty_tensor_is_empty_unless_a_reduced_dim_is_empty_like_torch():
+    # (every empty tensor raised, (2, 0).max(0) among them, whose max is empty in torch)
+    for shape, dim in (((2, 0), 0), ((1, 0, 3), 0), ((0, 3), 1)):
+        mine, theirs = minigrad.Tensor(np.zeros(shape)).max(dim), torch.zeros(shape).max(dim)
+        assert mine.values.shape == tuple(theirs.values.shape) == mine.indices.shape
+    for shape, dim in (((0, 3), 0), ((2, 0), 1), ((0,), 0), ((2, 0), None)):
+        with pytest.raises(RuntimeError, match="empty along the reduced dims"):
+            minigrad.Tensor(np.zeros(shape)).max(dim)
+        with pytest.raises((IndexError, RuntimeError), match="non-zero size|numel\\(\\) == 0"):
+            torch.zeros(shape).max() if dim is None else torch.zeros(shape).max(dim)
