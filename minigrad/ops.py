@@ -102,7 +102,7 @@ class Sub(_Binary):
     def forward(cls, ctx, a, b):
         if "b" in (np.asarray(_data(a)).dtype.kind, np.asarray(_data(b)).dtype.kind):
             raise TypeError("sub: subtraction with a bool tensor is not supported (as in torch); "
-                            "to invert a mask use ~mask or logical_not")
+                            "to invert a mask use ~mask")
         return super().forward(ctx, a, b)
 
     @staticmethod
@@ -297,6 +297,9 @@ class Alias(Function):
 class Neg(Function):
     @staticmethod
     def forward(ctx, a):
+        if a.dtype.kind == "b":  # (NumPy's own error names NumPy's operator)
+            raise TypeError("neg: negation of a bool tensor is not supported (as in torch); to "
+                            "invert a mask use ~mask")
         return _wrap(np.negative(a.data))
 
     @staticmethod

@@ -190,6 +190,14 @@ class Tensor:
     def __neg__(self):
         return _ops.Neg.apply(self)
 
+    def __invert__(self):
+        """~mask: the logical not of a bool tensor (torch's ~ of an integer tensor, its bitwise
+        not, is not in minigrad's op table)."""
+        if self.dtype.kind != "b":
+            raise TypeError("invert: ~ takes a bool tensor (a mask), got dtype %s; minigrad has no "
+                            "bitwise operations" % self.dtype)
+        return _ops.Compare.apply(np.equal, self, False)
+
     # Comparisons give boolean tensors without gradient, elementwise as in torch (== too). They
     # are operations (Compare), so that vmap batches them and hlo.jit traces them: on the
     # arrays, a mask would be the whole batch's, or a constant baked into the program.

@@ -734,3 +734,23 @@ def test_max_of_an_empty_tensor_is_empty_unless_a_reduced_dim_is_empty_like_torc
             minigrad.Tensor(np.zeros(shape)).max(dim)
         with pytest.raises((IndexError, RuntimeError), match="non-zero size|numel\\(\\) == 0"):
             torch.zeros(shape).max() if dim is None else torch.zeros(shape).max(dim)
+
+
+def test_a_mask_inverts_with_tilde_and_bool_negation_or_subtraction_is_refused_like_torch():
+    # (the refusals advised ~mask, which minigrad lacked; -mask raised NumPy's own error)
+    m = np.array([True, False, True])
+    for tensor in (minigrad.Tensor, torch.from_numpy):
+        np.testing.assert_array_equal(np.asarray((~tensor(m)).data if tensor is minigrad.Tensor
+                                                 else (~tensor(m)).numpy()), ~m)
+    x = np.array([1.0, -2.0, 3.0])
+    masked = minigrad.func.vmap(lambda r, k: r * ~k)(minigrad.Tensor(np.stack([x, x])),
+                                                       minigrad.Tensor(np.stack([m, ~m])))
+    np.testing.assert_array_equal(masked.data, [x * ~m, x * m])
+    np.testing.assert_array_equal(hlo.jit(lambda k: ~k)(m).data, ~m)
+    for op in (lambda t: -t, lambda t: 1 - t):
+        with pytest.raises(TypeError, match="bool tensor is not supported .* use ~mask"):
+            op(minigrad.Tensor(m))
+        with pytest.raises(RuntimeError, match="bool tensor is not supported"):
+            op(torch.from_numpy(m))
+    with pytest.raises(TypeError, match="~ takes a bool tensor"):
+        ~minigrad.Tensor(np.array([1, 2]))
