@@ -68,7 +68,9 @@ def _initial_grads(outputs, grad_outputs):
             continue
         if not isinstance(g, Tensor):
             g = Tensor(g)
-        if g.shape != out.shape:
+        if g.shape != out.shape and not (  # (a nested vmap's cotangents of a batched output)
+                out._batch in getattr(g._batch, "ancestors", ())
+                and g.data.shape[1:] == out.data.shape[1:]):
             raise RuntimeError("gradient of shape %s does not match the output's shape %s"
                                % (tuple(g.shape), tuple(out.shape)))
         if g.dtype != out.dtype:
@@ -154,7 +156,9 @@ def _fit(node, input_grads, value, grad):
     validate_outputs): one the input broadcasts to is summed back to the input's shape; any
     other is the rule's bug."""
     got, shape = grad.data.shape, value.data.shape
-    if grad._batch is not value._batch and grad._batch in _State.transforms and got[1:] == shape:
+    if grad._batch is not value._batch and grad._batch in _State.transforms and (
+            got[1:] == shape or value._batch in getattr(grad._batch, "ancestors", ())
+            and got[1:] == shape[1:]):
         return grad  # a batch of gradients for a value outside the vmap (_run's `batched`)
     try:
         fits = np.broadcast_shapes(shape, got) == got

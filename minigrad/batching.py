@@ -20,7 +20,7 @@ from minigrad.tensor import Tensor
 def repeated(t, count):
     """t repeated `count` times along a new dim 0: a stride-0 view, in recorded operations (so
     that a transform outside sees through it)."""
-    shape = t.data.shape
+    shape = t.shape  # (one example's, under the vmap that batches t: repeated per example)
     return ops.Expand.apply(ops.Reshape.apply(t, (1,) + shape), (count,) + shape)
 
 

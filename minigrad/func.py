@@ -9,15 +9,17 @@ operation rewritten over a batch dimension by its rule (batching.py). jacrev
 and jacfwd take one vjp / jvp per basis vector; hessian is jacfwd(jacrev).
 Transforms compose: jvp and vmap are levels on a stack that Function.apply
 hands each operation to (innermost first); grad inside vmap copies unbatched
-inputs per example and differentiates the batched graph in one backward pass.
+inputs per example and differentiates the batched graph in one backward pass. A vmap
+inside a vmap folds its batch into the enclosing one's dim 0 (levels.FoldLevel), so the
+one-level batching rules serve any depth, and jacrev, jacfwd and hessian, which vmap over
+their basis, take one pass inside vmap too.
 Arguments may be tensors, arrays, numbers, or lists/tuples/dicts of them (vmap's in_dims
 entries too: one dim for a whole argument, or a tree of dims shaped as it); so may vmap's
 outputs and an aux, while vjp's, jvp's and the Jacobians' outputs are trees of tensors (as
 torch.func's: a number has no derivative to give). jacrev and
 jacfwd nest Jacobians as torch.func: the output's structure, then a tuple over argnums (if a
 tuple), then each argument's structure, one Jacobian per (output, input) pair of tensors.
-Limits: one vmap level at a time (no vmap of vmap); indexing with batched index
-tensors inside vmap is refused.
+Limits: indexing with batched index tensors inside vmap is refused.
 """
 
 import numbers
@@ -27,8 +29,8 @@ import numpy as np
 from minigrad import autograd, batching, ops
 from minigrad.batching import repeated
 from minigrad.grad_mode import _State, enable_grad, no_grad
-from minigrad.levels import (BatchLevel, ForwardLevel, Suspend, as_tensor, flatten,
-                             innermost_batch, mark_batched, promote, unflatten)
+from minigrad.levels import (BatchLevel, FoldLevel, ForwardLevel, Suspend, as_tensor, enclosing,
+                             flatten, innermost_batch, mark_batched, promote, suspended, unflatten)
 from minigrad.nn import functional_call
 from minigrad.tensor import Tensor
 
@@ -57,8 +59,12 @@ def _fresh_input(value, level, connect, copy_shared=False):
         at = stack.index(level)
         inside = any(inner.tangent(t) is not None for inner in stack[at + 1:])
         if (t.requires_grad or any(outer.tangent(t) is not None for outer in stack[:at])
-                or inside and (copy_shared or not _batches_only_tangents(level, stack[at + 1:]))):
+                or inside and (copy_shared or not _batches_only_tangents(level, stack[at + 1:])
+                               or enclosing(level))):  # (nested in a vmap whose
+            # batched tensors f may use: copied, so that the backward runs on the whole batch)
             t = promote(t, level, stack[at + 1:])
+        elif t._batch in enclosing(level):  # batched by an enclosing vmap
+            t = level.lift(t)
         elif not inside:
             t = Tensor._wrap(np.broadcast_to(t.data, (level.size,) + t.shape))
             t._batch = level
@@ -137,10 +143,14 @@ def _vjp(f, primals, has_aux, check_outputs):
         cts = []
         for o, c in zip(out_leaves, ct_leaves):
             c = as_tensor(c)
-            if level is not None and o._batch is level and c._batch is not level:
-                with Suspend(level):
-                    c = repeated(c, level.size)
-                c._batch = level
+            batch = o._batch  # (level's, or an enclosing vmap's)
+            if (level is not None and batch is not None and c._batch is not batch
+                    and batch in (level,) + enclosing(level)
+                    and batch not in enclosing(c)):  # (a nested vmap's
+                # cotangents: lifted where they meet the graph, FoldLevel)
+                with Suspend(batch):
+                    c = repeated(c, batch.size)
+                c._batch = batch
             if c.shape != o.shape:
                 raise ValueError("vjp_fn: cotangent of shape %s for an output of shape %s"
                                  % (c.shape, o.shape))
@@ -155,10 +165,13 @@ def _vjp(f, primals, has_aux, check_outputs):
                     "vjp_fn under vmap: %s has no batching rule, and its backward may compute on "
                     "arrays whose batch dim vmap would not see; call vjp_fn per cotangent"
                     % strange.__name__)
-        if live:
-            # The batched graph is differentiated as it is; an unbatched one (with a shared
-            # input) under the vmap, each rule batched over the tangents (_fresh_input).
-            with Suspend(None if shared else level):
+        if live and not shared and level is not None and level in enclosing(outer):  # (jacrev)
+            grads = _folded_vjp(live, all_inputs, level, outer, differentiable())
+        elif live:
+            # The batched graph is differentiated as it is (on the whole batch of its level and
+            # the enclosing ones); an unbatched one (with a shared input) under the vmap, each
+            # rule batched over the tangents (_fresh_input).
+            with suspended(() if shared or level is None else (level,) + level.ancestors):
                 grads = autograd.vjp_grads([o for o, _ in live], all_inputs,
                                            [c for _, c in live], differentiable())
         result, k = [], 0
@@ -166,8 +179,8 @@ def _vjp(f, primals, has_aux, check_outputs):
             gs = []
             for x in xs:
                 g = grads[k] if grads[k] is not None else Tensor._wrap(np.zeros_like(x.data))
-                if x._batch is not None:  # (else g may be batched by a vmap of vjp_fn: jacrev)
-                    mark_batched(g, x._batch)
+                if x._batch is not None and x._batch not in enclosing(g):
+                    mark_batched(g, x._batch)  # (else batched by a vmap of vjp_fn: jacrev)
                 gs.append(g)
                 k += 1
             result.append(unflatten(spec, gs))
@@ -189,6 +202,39 @@ def _only_tensors(call, leaves):
         if not isinstance(o, Tensor):
             raise RuntimeError("%s: expected f(*primals) to return only tensors, got unsupported "
                                "type %s" % (call, type(o)))
+
+
+def _folded_vjp(live, inputs, level, fold, create_graph):
+    """vjp_fn of a graph batched by vmap `level`, under a vmap nested in it (`fold`, jacrev's
+    over the basis inside a vmap): the graph is differentiated as it is, on its whole batch,
+    with every vmap level off the stack, and the k cotangents of each example become a batch
+    of k over that: fold's rows (b * k + j) as (j, b), batched by a level of their own, so
+    that each rule runs once over both batches (as for an unbatched graph, jacrev outside
+    vmap). The gradients go back to fold's rows."""
+    k = fold.size // level.size
+    inner = BatchLevel(k)
+    with suspended([lv for lv in _State.transforms if lv.batched]):
+        cts = []
+        for _, c in live:
+            if c._batch is fold:  # (level.size * k, ...) -> (k, level.size, ...)
+                rest = c.data.shape[1:]
+                c = ops.Permute.apply(ops.Reshape.apply(c, (level.size, k) + rest),
+                                      (1, 0) + tuple(range(2, len(rest) + 2)))
+                c._batch = inner
+            cts.append(c)
+        with inner:
+            grads = autograd.vjp_grads([o for o, _ in live], inputs, cts, create_graph)
+        folded = []
+        for g in grads:
+            if g is not None:
+                if g._batch is not inner:  # (the same for every cotangent)
+                    g = repeated(g, k)
+                rest = g.data.shape[2:]
+                swap = (1, 0) + tuple(range(2, len(rest) + 2))
+                g = ops.Reshape.apply(ops.Permute.apply(g, swap), (fold.size,) + rest)
+                mark_batched(g, fold)
+            folded.append(g)
+    return folded
 
 
 def _unbatchable(outputs, inputs):
@@ -357,9 +403,9 @@ def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
     Outside vmap, f runs once and every row comes from one backward pass, vmap of vjp_fn over
     the basis of cotangents (as torch.func's): 2x a pass per row for the bench's 10 rows,
     42x for a 160x320 Jacobian (Intel Xeon family 6 model 167).
-    chunk_size, as torch.func's, bounds the rows per pass (memory: each pass holds the
-    backward's work once per row); 1 is a pass per row, as inside vmap (one level at a time)
-    and where a Function of the user's has no batching rule."""
+    Inside vmap the same (a nested vmap). chunk_size, as torch.func's, bounds the rows per
+    pass (memory: each pass holds the backward's work once per row); 1 is a pass per row, as
+    where a Function of the user's has no batching rule."""
     if chunk_size is not None and (not isinstance(chunk_size, numbers.Integral)
                                    or isinstance(chunk_size, bool) or chunk_size < 1):
         raise ValueError("jacrev: chunk_size must be None or a positive int, got %r"
@@ -380,7 +426,7 @@ def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
         for o, start, size in zip(outs, starts, sizes):
             basis.append(np.eye(total, size, -start, dtype=o.dtype).reshape((total,) + o.shape))
         rows = None
-        if innermost_batch() is None and total > 1 and chunk_size != 1:
+        if total > 1 and chunk_size != 1:
             row = lambda *cts: fn(unflatten(out_spec, list(cts)))
             step = int(chunk_size or total)
             try:
@@ -414,9 +460,9 @@ def jacfwd(f, argnums=0, has_aux=False):
     """The Jacobian of f by forward mode: shape output.shape + input.shape for each output and
     each tensor differentiated, in the structures of f's output and of its arguments (with
     has_aux, f returns (output, aux) and this (Jacobian, aux)).
-    Outside vmap, every column comes from one forward pass, vmap of jvp over the basis of
-    tangents of all the input tensors, the primal unbatched (as torch.func's). Inside vmap
-    (one level at a time), or where f calls vmap, a forward pass per column."""
+    Every column comes from one forward pass, vmap of jvp over the basis of tangents of all
+    the input tensors, the primal unbatched (as torch.func's), inside vmap too (a nested
+    vmap); a forward pass per column where a Function of the user's has no batching rule."""
     def wrapped(*args):
         nums, call_with = _select(args, argnums)
         trees = _trees(args, nums)
@@ -442,7 +488,7 @@ def jacfwd(f, argnums=0, has_aux=False):
         def one_pass():
             """Each input tensor's columns, stacked last for each output (output.shape +
             (x.numel(),)), from one vmap of jvp over a block basis; None where vmap raises
-            NotImplementedError (f calling vmap: one level at a time)."""
+            NotImplementedError (a Function without a batching rule)."""
             sizes = [x.numel() for x in leaves]
             starts = [int(k) for k in np.cumsum([0] + sizes)]
             bases = []
@@ -479,7 +525,7 @@ def jacfwd(f, argnums=0, has_aux=False):
                     for m, o in enumerate(outs)]
 
         by_leaf = None
-        if innermost_batch() is None and sum(x.numel() for x in leaves) > 1:
+        if sum(x.numel() for x in leaves) > 1:
             by_leaf = one_pass()
         if by_leaf is None:
             by_leaf = [columns(k, x) for k, x in enumerate(leaves)]
@@ -530,9 +576,7 @@ def vmap(f, in_dims=0, out_dims=0):
     tree of dims for an argument that is a tree), out_dims where the batch goes in each output.
     Each operation runs once over the batch."""
     def wrapped(*args):
-        if any(level.batched for level in _State.transforms):
-            raise NotImplementedError("vmap inside vmap is not supported; fold the two batch "
-                                      "dims into one (reshape) and vmap once")
+        outer = innermost_batch()
         size, prepared = None, []
         for arg, dims in zip(args, _per_arg(in_dims, args, "in_dims")):
             leaves, spec = flatten(arg)
@@ -556,11 +600,14 @@ def vmap(f, in_dims=0, out_dims=0):
             prepared.append((moved, spec, dims))
         if size is None:
             raise ValueError("vmap: at least one argument must be batched (in_dims all None)")
-        level = BatchLevel(size)
+        level = BatchLevel(size) if outer is None else FoldLevel(outer, size)
         for leaves, _, dims in prepared:
-            for t, dim in zip(leaves, dims):
+            for k, (t, dim) in enumerate(zip(leaves, dims)):
                 if dim is not None:
-                    t._batch = level
+                    if outer is None:
+                        t._batch = level
+                    else:
+                        leaves[k] = t = level.adopt(t)
                     level.inputs.append(id(t))
         with level:
             out = f(*[unflatten(spec, leaves) for leaves, spec, _ in prepared])
@@ -583,6 +630,8 @@ def vmap(f, in_dims=0, out_dims=0):
                 o = repeated(o, size)
             elif dim is None:
                 raise ValueError("vmap: out_dims is None for an output that depends on the batch")
+            elif outer is not None:  # (outer's batch, this one, ...): the enclosing level's again
+                o = level.unfold(o)
             if not -o.ndim <= dim < o.ndim:
                 raise IndexError("vmap: out_dim %d is out of range for an output of %d dims with "
                                  "the batch (valid: %d to %d)" % (dim, o.ndim, -o.ndim, o.ndim - 1))

@@ -123,7 +123,8 @@ def promote(t, batch, inner):
         resting = [level for level in inner if level not in per_example and level not in stack]
         if resting:
             scope.enter_context(_Origins(resting))
-        copy = batching.repeated(t, batch.size)
+        copy = (batch.lift(t) if t._batch in batch.ancestors
+                else batching.repeated(t, batch.size))
     mark_batched(copy, batch)
     for level in per_example:
         level.tangents[id(copy)] = (copy, level.tangent(t))
@@ -203,6 +204,7 @@ class BatchLevel(Level):
     """vmap: a tensor marked with this level holds the batch in its dim 0."""
 
     batched = True
+    ancestors = ()  # the enclosing vmap levels (FoldLevel)
 
     def __init__(self, size):
         self.size = size
@@ -240,13 +242,135 @@ class BatchLevel(Level):
         return out
 
 
+class FoldLevel(BatchLevel):
+    """vmap inside vmap: the inner batch of `factor` examples folded into the enclosing
+    level's dim 0, row b * factor + j holding outer example b's inner example j, so that
+    every operation still runs once, over both batches, by the one-level rules. A tensor
+    batched by an enclosing level only is repeated along dim 0 (each row `factor` times, an
+    ancestor's by the product of the factors between) where it meets a folded one, as
+    torch.func's nested vmap broadcasts it; an operation on such tensors alone is the
+    enclosing level's, or, with that level off the stack (vjp_fn's backward of a graph
+    batched by it), computed on the whole batch and marked as batched by it."""
+
+    def __init__(self, outer, factor):
+        super().__init__(outer.size * factor)
+        self.outer = outer
+        self.ancestors = (outer,) + outer.ancestors
+
+    def process(self, cls, args):
+        if not any(a.__class__ is Tensor and a._batch is self for a in args):
+            return self._outer_op(cls, args)
+        # Repeated for this level: the tensors an enclosing level batches, and the ones whose
+        # tangent it batches, for a jvp between (vmap(jvp(vmap)), jacfwd of a function that
+        # calls vmap), whose rule would otherwise meet this level's rows with that level's.
+        jvps = [level for level in _State.transforms if not level.batched]
+
+        def outer(a):
+            if a._batch in self.ancestors:
+                return True
+            tangents = [level.tangent(a) for level in jvps]
+            return any(d is not None and d._batch in self.ancestors for d in tangents)
+        return super().process(cls, [self.lift(a) if a.__class__ is Tensor and a._batch is not
+                                     self and outer(a) else a for a in args])
+
+    def _outer_op(self, cls, args):
+        stack = _State.transforms
+        stack.pop()  # (this level is the stack's last: see BatchLevel.process)
+        try:
+            out = cls.apply(*args)
+        finally:
+            stack.append(self)
+        if out.__class__ is Tensor and out._batch is None:
+            owner = next((a._batch for a in args if a.__class__ is Tensor and a._batch in
+                          self.ancestors and a._batch not in stack), None)
+            if owner is not None:
+                out._batch = owner
+        return out
+
+    def lift(self, t):
+        """t, batched by an enclosing level (or by none), as batched by this one: each row
+        repeated (or t, for every row)."""
+        count = self.size // (1 if t._batch is None else t._batch.size)
+        # jvps whose tangent of t is batched otherwise than t (jacfwd's basis inside a vmap:
+        # the primal per example, its tangents per example and direction) give the copy that
+        # tangent, brought to this level too; the others see the copy made (or derive its
+        # tangent), computing on t's and its tangent's whole batch alike
+        own = {}
+        for level in [lv for lv in _State.transforms if not lv.batched] + _resting:
+            tangent = level.tangent(t)
+            if tangent is not None and tangent._batch is not t._batch:
+                own[level] = tangent
+        with suspended((self,) + self.ancestors + tuple(own)) as scope:
+            resting = [level for level in _resting if level not in own]
+            if resting:
+                scope.enter_context(_Origins(resting))
+            shape = t.data.shape
+            if t._batch is None:
+                copy = ops.Expand.apply(ops.Reshape.apply(t, (1,) + shape), (count,) + shape)
+            else:
+                copy = ops.Reshape.apply(ops.Expand.apply(
+                    ops.Reshape.apply(t, shape[:1] + (1,) + shape[1:]),
+                    shape[:1] + (count,) + shape[1:]), (self.size,) + shape[1:])
+        mark_batched(copy, self)
+        for level, tangent in own.items():
+            if tangent._batch is not self:
+                tangent = self.lift(tangent)
+            level.tangents[id(copy)] = (copy, tangent)
+        return copy
+
+    def adopt(self, t):
+        """An argument of the inner vmap, its batch dim first in each example, as batched by
+        this level: one batched by the enclosing level is folded, one batched further out
+        lifted to it first, an unbatched one repeated for every outer example (with the
+        tangents the jvps inside the enclosing level hold: promote)."""
+        if t._batch not in self.ancestors:
+            stack = _State.transforms
+            t = promote(t, self.outer, [level for level in stack[stack.index(self.outer) + 1:]
+                                        if not level.batched])
+        return self.fold(t if t._batch is self.outer else self.outer.lift(t))
+
+    def fold(self, t):
+        """t, batched by the enclosing level with this level's batch first in each example
+        (outer, factor, ...), as batched by this one: a reshape."""
+        with suspended((self,) + self.ancestors):
+            copy = ops.Reshape.apply(t, (self.size,) + t.data.shape[2:])
+        mark_batched(copy, self)
+        return copy
+
+    def unfold(self, t):
+        """The inverse of fold: t as batched by the enclosing level, this batch first."""
+        with suspended((self,) + self.ancestors):
+            copy = ops.Reshape.apply(t, (self.outer.size, self.size // self.outer.size)
+                                     + t.data.shape[1:])
+        mark_batched(copy, self.outer)
+        return copy
+
+
+@contextlib.contextmanager
+def suspended(levels):
+    """Runs a block with each of `levels` that is on the stack taken off it (an ExitStack the
+    block may add to)."""
+    with contextlib.ExitStack() as scope:
+        for level in levels:
+            if level in _State.transforms:
+                scope.enter_context(Suspend(level))
+        yield scope
+
+
+def enclosing(tensor_or_level):
+    """The vmap levels enclosing a tensor's batch level (or a level): a nested vmap's; none
+    for an outermost level, or an unbatched tensor."""
+    level = getattr(tensor_or_level, "_batch", tensor_or_level)
+    return () if level is None else level.ancestors
+
+
 def _per_example(tangent, batch):
     return tangent is not None and tangent._batch is batch
 
 
 def innermost_batch():
-    """The vmap level on the stack, if any (there is at most one)."""
-    for level in _State.transforms:
+    """The innermost vmap level on the stack, if any."""
+    for level in reversed(_State.transforms):
         if level.batched:
             return level
     return None
