@@ -145,13 +145,17 @@ def sum_to(cls, args, batched):
     return ops.SumTo.apply(a, a.shape[:1] + tuple(shape))
 
 
-def _batched_index(index):
-    index = index if isinstance(index, tuple) else (index,)
-    for i in index:
+def refuse_batched_index(index):
+    for i in index if isinstance(index, tuple) else (index,):
         if isinstance(i, Tensor) and i._batch is not None:
             raise NotImplementedError("vmap: indexing with a batched index tensor is not supported; "
                                       "index with an unbatched array, or use cross_entropy for "
                                       "per-example targets")
+
+
+def _batched_index(index):
+    refuse_batched_index(index)
+    index = index if isinstance(index, tuple) else (index,)
     index = tuple(i.data if isinstance(i, Tensor) else i for i in index)
     advanced = [k for k, i in enumerate(index) if not isinstance(i, (slice, type(None), type(...)))]
     if any(not isinstance(index[k], (int, np.integer)) for k in advanced):

@@ -148,9 +148,12 @@ def _vjp(f, primals, has_aux, check_outputs):
                     and batch in (level,) + enclosing(level)
                     and batch not in enclosing(c)):  # (a nested vmap's
                 # cotangents: lifted where they meet the graph, FoldLevel)
-                with Suspend(batch):
-                    c = repeated(c, batch.size)
-                c._batch = batch
+                if c._batch in batch.ancestors:  # (only an enclosing vmap batches it)
+                    c = batch.lift(c)
+                else:
+                    with Suspend(batch):
+                        c = repeated(c, batch.size)
+                    c._batch = batch
             if c.shape != o.shape:
                 raise ValueError("vjp_fn: cotangent of shape %s for an output of shape %s"
                                  % (c.shape, o.shape))
@@ -322,7 +325,9 @@ def jvp(f, primals, tangents, has_aux=False):
                                 % (what, v.dtype))
         if t.shape != x.shape:
             raise ValueError("jvp: tangent of shape %s for a primal of shape %s" % (t.shape, x.shape))
-        if batch is not None and x._batch is batch and t._batch is not batch:
+        if batch is not None and x._batch is batch and t._batch in batch.ancestors:
+            t = batch.lift(t)  # (a tangent only an enclosing vmap batches: repeated per row)
+        elif batch is not None and x._batch is batch and t._batch is not batch:
             # Under vmap, a shared tangent of a batched primal gets the batch dim too (a stride-0
             # view), so that a backward pass run on the whole batch can carry it.
             t = Tensor._wrap(np.broadcast_to(t.data, x.data.shape))
@@ -499,6 +504,13 @@ def jacfwd(f, argnums=0, has_aux=False):
                 cols, *aux = vmap(lambda *ts: push(ts)[1:],
                                   out_dims=(-1, 0) if has_aux else (-1,))(*bases)
             except NotImplementedError:
+                return None
+            except ValueError:
+                # Inside a vmap, one composition is known to meet rows of two nested batches
+                # in a tangent rule (jacfwd of a function calling vmap(jacfwd) of a closure
+                # over the outer input): a pass per column, as before nested vmap, instead.
+                if innermost_batch() is None:
+                    raise
                 return None
             if aux:  # the same for every tangent: the first's
                 parts, spec = flatten(aux[0])

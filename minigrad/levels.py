@@ -313,8 +313,9 @@ class FoldLevel(BatchLevel):
                     shape[:1] + (count,) + shape[1:]), (self.size,) + shape[1:])
         mark_batched(copy, self)
         for level, tangent in own.items():
-            if tangent._batch is not self:
-                tangent = self.lift(tangent)
+            if tangent._batch is None or tangent._batch in self.ancestors:
+                tangent = self.lift(tangent)  # (one batched by this level or a vmap nested
+                # in it is the copy's as it is: FoldLevel.process lifts the copy to it)
             level.tangents[id(copy)] = (copy, tangent)
         return copy
 

@@ -224,6 +224,9 @@ class Tensor:
         return _ops.Compare.apply(np.not_equal, self, other)
 
     def __getitem__(self, index):
+        if _State.transforms:  # (refused here: _index would hand vmap the whole batch's array)
+            from minigrad.batching import refuse_batched_index
+            refuse_batched_index(index)
         return _ops.Index.apply(self, _index(index))
 
     def sum(self, dim=None, keepdim=False):

@@ -203,6 +203,20 @@ NESTED = {  # compositions with a vmap inside or around another transform's own 
         w, x.reshape(2, 3, 4)),
     "vmap(jacfwd(grad)) of max": lambda lib, L, x, w, y: lib.vmap(lib.jacfwd(lib.grad(
         lambda r: (r.max(0).values * r).sum())))(x.reshape(3, 2, 4)),
+    # found by a review of nested vmap: a tangent or cotangent only the outer vmap batches,
+    # the differentiated input and an operand of different levels, jacfwd twice inside vmap,
+    # and jacfwd of a function calling vmap(jacfwd) of a closure over the outer input
+    "vmap(vmap(jvp)) outer tangent": lambda lib, L, x, w, y: lib.vmap(
+        lambda xs, d: lib.vmap(lambda a: lib.jvp(lambda r: r * r, (a,), (d,))[1])(xs))(
+        x.reshape(2, 3, 4), w[:2]),
+    "vmap(vmap(vjp)) outer cotangent": lambda lib, L, x, w, y: lib.vmap(
+        lambda c: lib.vmap(lambda a: lib.vjp(lambda r: r * r, a)[1](c)[0])(w))(x[:2]),
+    "vmap(vmap(jacfwd)) mixed levels": lambda lib, L, x, w, y: lib.vmap(
+        lambda p: lib.vmap(lambda q: lib.jacfwd(lambda r: r * q)(p))(w))(x[:2]),
+    "vmap(jacfwd(jacfwd))": lambda lib, L, x, w, y: lib.vmap(lib.jacfwd(lib.jacfwd(
+        lambda r: r * r.sum())))(x[:3, :2]),
+    "jacfwd(vmap(jacfwd))": lambda lib, L, x, w, y: lib.jacfwd(lambda v: lib.vmap(lib.jacfwd(
+        lambda r: (r * v).tanh()))(x[:3, :2]))(w[0, :2]),
 }
 
 
@@ -212,6 +226,18 @@ def test_transforms_nested_around_vmap_match_torch_func(name):
     x, w, y = rng.normal(size=(6, 4)), rng.normal(size=(3, 4)), rng.integers(0, 3, 6)
     _close(NESTED[name](func, MinigradLib, *map(minigrad.Tensor, (x, w, y))),
            NESTED[name](tf, TorchLib, *map(torch.tensor, (x, w, y))))
+
+
+def test_indexing_with_a_batched_index_tensor_inside_vmap_is_refused_not_misread():
+    # (documented as refused, it indexed with the whole batch's array: shape (3, 3) for (3,))
+    x = minigrad.Tensor(np.arange(12.0).reshape(3, 4))
+    k = minigrad.Tensor(np.array([0, 1, 2]))
+    for call in (lambda: func.vmap(lambda a, i: a[i])(x, k),
+                 lambda: func.vmap(lambda i: x[0][i])(k),
+                 lambda: func.vmap(lambda xs: func.vmap(lambda i: xs[i])(k))(
+                     minigrad.Tensor(np.ones((2, 4))))):
+        with pytest.raises(NotImplementedError, match="batched index tensor"):
+            call()
 
 
 def test_jacobians_and_hessian_inside_vmap_take_one_pass_over_the_basis():
