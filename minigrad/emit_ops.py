@@ -92,9 +92,12 @@ class Emitter:
 
     def reduce(self, name, shape, dtype, axes, kind):
         """Reduces `axes` of a (shape, dtype) value with stablehlo.add, maximum, minimum or or."""
-        floating = np.dtype(dtype).kind == "f"
-        init = 0 if kind in ("add", "or") else (-np.inf if floating else np.iinfo(dtype).min) if (
-            kind == "maximum") else np.inf if floating else np.iinfo(dtype).max
+        if kind in ("add", "or"):
+            init = 0
+        elif np.dtype(dtype).kind == "f":
+            init = -np.inf if kind == "maximum" else np.inf
+        else:
+            init = np.iinfo(dtype).min if kind == "maximum" else np.iinfo(dtype).max
         zero = self.value(np.array(init, dtype))
         out = tuple(n for i, n in enumerate(shape) if i not in axes)
         return self.op("stablehlo.reduce(%s init: %s) applies stablehlo.%s across dimensions = %s"
