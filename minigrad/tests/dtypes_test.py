@@ -197,8 +197,11 @@ def _torch_quirk(a, b, op):
     dtypes = [np.asarray(v).dtype for v in (a, b) if isinstance(v, np.ndarray)]
     out_of_range = isinstance(number, int) and not isinstance(number, bool) and any(
         d.kind in "iu" and not np.iinfo(d).min <= number <= np.iinfo(d).max for d in dtypes)
+    # (complex half: float16 with a complex number, or with a 0-d complex tensor that a
+    # dimensioned float16 one outranks in size)
     return (out_of_range and op in ("gt", "le", "eq", "pow")
-            or any(d == np.float16 for d in dtypes) and isinstance(number, complex)
+            or any(d == np.float16 for d in dtypes) and (
+                isinstance(number, complex) or any(d.kind == "c" for d in dtypes))
             or op == "pow" and any(d == bool for d in dtypes))
 
 
