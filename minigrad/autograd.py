@@ -95,6 +95,11 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batche
     leaf_grads = {}  # id(leaf) -> gradient, when capturing
     into = leaf_grads if capture is not None else None
     captured_nodes = {t.grad_fn: t for t in capture if t.grad_fn is not None} if capture else {}
+    # With `capture`, only the nodes on a path to a captured tensor run, as torch's
+    # exec_info: a tensor closed over from an enclosing transform's graph is not walked
+    # into (its gradient is that transform's to take, and the walk would run its nodes under
+    # levels they were not recorded for).
+    needed = _reaching(outputs, capture, captured_nodes, batched) if capture is not None else None
     # ids of arrays a leaf's .grad must not take as they are: those given to leaves in this
     # pass, and the caller's own gradients (a pass-through op hands one on unchanged).
     delivered = set()
@@ -119,6 +124,8 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batche
                     # float64 y gives x a float32 gradient, as in torch)
                     g = ops.Cast.apply(g, expected.dtype)
                 child = value.grad_fn
+                if needed is not None and (child if child is not None else id(value)) not in needed:
+                    continue
                 if child is None:
                     _deliver(value, g, create_graph, into, delivered)
                 elif child in pending:
@@ -149,6 +156,37 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batche
     finally:
         _State.enabled = prev
     return leaf_grads
+
+
+def _reaching(outputs, capture, captured_nodes, batched):
+    """The nodes from which the backward reaches a captured tensor, and the captured leaves'
+    ids (a walk from the outputs; without recursion, as graphs can be deeper than Python's
+    limit). With `batched`, a captured node's own inputs are not looked into (_run stops
+    there)."""
+    needed = {id(t) for t in capture if t.grad_fn is None}
+    done = set()
+    todo = [o.grad_fn for o in outputs if o.__class__ is Tensor and o.grad_fn is not None]
+    while todo:
+        node = todo[-1]
+        if node in done:
+            todo.pop()
+            continue
+        if node in captured_nodes and batched:
+            children = ()
+        else:
+            children = [v.grad_fn for v in node.inputs
+                        if v.__class__ is Tensor and v.grad_fn is not None]
+            later = [c for c in children if c not in done]
+            if later:
+                todo.extend(later)
+                continue
+        todo.pop()
+        done.add(node)
+        if node in captured_nodes or any(c in needed for c in children) or any(
+                v.__class__ is Tensor and v.grad_fn is None and id(v) in needed
+                for v in node.inputs):
+            needed.add(node)
+    return needed
 
 
 def _fit(node, input_grads, value, grad):
