@@ -62,7 +62,7 @@ def _fresh_input(value, level, connect, copy_shared=False):
                 or inside and (copy_shared or not _batches_only_tangents(level, stack[at + 1:])
                                or enclosing(level))):  # (nested in a vmap whose
             # batched tensors f may use: copied, so that the backward runs on the whole batch)
-            t = promote(t, level, stack[at + 1:])
+            t = promote(t, level)
         elif t._batch in enclosing(level):  # batched by an enclosing vmap
             t = level.lift(t)
         elif not inside:
@@ -504,13 +504,6 @@ def jacfwd(f, argnums=0, has_aux=False):
                 cols, *aux = vmap(lambda *ts: push(ts)[1:],
                                   out_dims=(-1, 0) if has_aux else (-1,))(*bases)
             except NotImplementedError:
-                return None
-            except ValueError:
-                # Inside a vmap, one composition is known to meet rows of two nested batches
-                # in a tangent rule (jacfwd of a function calling vmap(jacfwd) of a closure
-                # over the outer input): a pass per column, as before nested vmap, instead.
-                if innermost_batch() is None:
-                    raise
                 return None
             if aux:  # the same for every tangent: the first's
                 parts, spec = flatten(aux[0])

@@ -106,29 +106,35 @@ def mark_batched(t, level):
                 todo.append(tangent)
 
 
-def promote(t, batch, inner):
+def promote(t, batch):
     """t, not batched by vmap level `batch`, repeated along its batch dim as a batched tensor,
     for a backward pass that reads it: grad's unbatched inputs, and a batching rule's unbatched
     operands under jvps that hold a per-example tangent of them (vmap(jvp(grad)) at one point).
-    `inner` are the jvp levels inside that vmap. Those holding a per-example tangent of t give
-    it to the copy as its own, and do not see the copy made: derived through its Expand, that
-    tangent would be read as t-shaped. The others derive the copy's tangent from t's, at once
-    (on the stack) or when asked (off it: _Origins); the levels outside the vmap see it too."""
-    per_example = [level for level in inner if _per_example(level.tangent(t), batch)]
-    stack = _State.transforms
-    with contextlib.ExitStack() as scope:
-        for level in [batch] + per_example:
-            if level in stack:
-                scope.enter_context(Suspend(level))
-        resting = [level for level in inner if level not in per_example and level not in stack]
-        if resting:
-            scope.enter_context(_Origins(resting))
-        copy = (batch.lift(t) if t._batch in batch.ancestors
-                else batching.repeated(t, batch.size))
+    Each jvp's tangent of t is given to the copy: a per-example one as it is, an unbatched one
+    promoted too (recursively, so that its own tangents under the jvps outside it come along).
+    A jvp that saw the copy made would derive that tangent with the others off the stack, and
+    they would lose their tangent of it (jacfwd of a jvp of a grad). Under a nested vmap, t is
+    lifted (FoldLevel.lift, which does the same)."""
+    if batch.ancestors:
+        return batch.lift(t)
+    own = _jvp_tangents(t)
+    with suspended((batch,) + tuple(own)):
+        copy = batching.repeated(t, batch.size)
     mark_batched(copy, batch)
-    for level in per_example:
-        level.tangents[id(copy)] = (copy, level.tangent(t))
+    for level, tangent in own.items():
+        level.tangents[id(copy)] = (copy, promote(tangent, batch) if tangent._batch is None
+                                    else tangent)  # (per example, or a nested vmap's)
     return copy
+
+
+def _jvp_tangents(t):
+    """{jvp level: its tangent of t}, for the jvp levels on the stack and those resting."""
+    found = {}
+    for level in [lv for lv in _State.transforms if not lv.batched] + _resting:
+        tangent = level.tangent(t)
+        if tangent is not None:
+            found[level] = tangent
+    return found
 
 
 class ForwardLevel(Level):
@@ -228,7 +234,7 @@ class BatchLevel(Level):
                 inner = list(_resting)
                 args = [a if flag or a.__class__ is not Tensor or not any(
                             _per_example(level.tangent(a), self) for level in inner)
-                        else promote(a, self, inner) for a, flag in zip(args, flags)]
+                        else promote(a, self) for a, flag in zip(args, flags)]
                 flags = [a.__class__ is Tensor and a._batch is self for a in args]
                 with _Origins(inner):
                     out = rule(cls, args, flags)
@@ -238,7 +244,11 @@ class BatchLevel(Level):
                 out = rule(cls, args, flags)
         finally:
             stack.append(self)
-        out._batch = self
+        if len(stack) > 1:  # the jvps outside took out's tangents on the whole batch: they
+            # are batched too (a nested vmap lifts them as such: jacfwd of a vmap(jacfwd))
+            mark_batched(out, self)
+        else:
+            out._batch = self
         return out
 
 
@@ -291,19 +301,14 @@ class FoldLevel(BatchLevel):
         """t, batched by an enclosing level (or by none), as batched by this one: each row
         repeated (or t, for every row)."""
         count = self.size // (1 if t._batch is None else t._batch.size)
-        # jvps whose tangent of t is batched otherwise than t (jacfwd's basis inside a vmap:
-        # the primal per example, its tangents per example and direction) give the copy that
-        # tangent, brought to this level too; the others see the copy made (or derive its
-        # tangent), computing on t's and its tangent's whole batch alike
-        own = {}
-        for level in [lv for lv in _State.transforms if not lv.batched] + _resting:
-            tangent = level.tangent(t)
-            if tangent is not None and tangent._batch is not t._batch:
-                own[level] = tangent
-        with suspended((self,) + self.ancestors + tuple(own)) as scope:
-            resting = [level for level in _resting if level not in own]
-            if resting:
-                scope.enter_context(_Origins(resting))
+        # Each jvp's tangent of t is lifted too (recursively, so that a tangent's own
+        # tangents under the jvps outside it come along: jacfwd of a jvp of a vmap), and given
+        # to the copy: a jvp that saw the copy made would derive its tangent with the jvps
+        # outside it off the stack, and they would lose their tangent of that tangent.
+        # (A tangent batched otherwise than t - jacfwd's basis inside a vmap: the primal per
+        # example, its tangents per example and direction - could not be derived at all.)
+        own = _jvp_tangents(t)
+        with suspended((self,) + self.ancestors + tuple(own)):
             shape = t.data.shape
             if t._batch is None:
                 copy = ops.Expand.apply(ops.Reshape.apply(t, (1,) + shape), (count,) + shape)
@@ -325,9 +330,7 @@ class FoldLevel(BatchLevel):
         lifted to it first, an unbatched one repeated for every outer example (with the
         tangents the jvps inside the enclosing level hold: promote)."""
         if t._batch not in self.ancestors:
-            stack = _State.transforms
-            t = promote(t, self.outer, [level for level in stack[stack.index(self.outer) + 1:]
-                                        if not level.batched])
+            t = promote(t, self.outer)
         return self.fold(t if t._batch is self.outer else self.outer.lift(t))
 
     def fold(self, t):
