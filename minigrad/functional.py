@@ -213,14 +213,14 @@ class CrossEntropyGrad(Function):
 
     @staticmethod
     def backward(ctx, g):
-        logits, target, grad, _ = ctx.inputs
+        logits, target, grad = ctx.inputs[:3]  # (log_probs is passed only by CrossEntropy)
         n = logits.shape[0]
         onehot = np.zeros(logits.shape, dtype=logits.dtype)
         onehot[np.arange(n), _data(target)] = 1
         probs = Softmax.apply(logits, 1)
         g_logits = Softmax.backward_of(probs, g * (grad / n), 1) if _needs(logits) else None
         g_grad = ((probs - onehot) * g).sum() / n if _needs(grad) else None
-        return g_logits, None, g_grad, None
+        return g_logits, None, g_grad  # (none for log_probs: _pad)
 
 
 def cross_entropy(logits, target):
