@@ -66,24 +66,47 @@ LEVELS = {
     "hessian": lambda lib, T, inner: lambda v: lib.hessian(
         lambda r: inner(r * v).sum())(v).sum(0),
 }
+
+# The transforms' options, and functions of several arguments and outputs: drawn by the
+# property test and run once each under every outermost transform.
+OPTIONS = {
+    "grad_argnums": lambda lib, T, inner: lambda v: sum(lib.grad(
+        lambda r, s: inner(r * s).sum(), argnums=(0, 1))(v, v * 0.5)),
+    "grad_has_aux": lambda lib, T, inner: lambda v: sum(lib.grad(
+        lambda r: (inner(r * v).sum(), inner(r) * 2), has_aux=True)(v)),
+    "jacrev_chunk_size": lambda lib, T, inner: lambda v: lib.jacrev(
+        lambda r: inner(r * v), chunk_size=2)(v).sum(0),
+    "jacfwd_has_aux": lambda lib, T, inner: lambda v: (lambda ja: ja[0].sum(0) + ja[1])(
+        lib.jacfwd(lambda r: (inner(r * v), r * v), has_aux=True)(v)),
+    "jvp_has_aux": lambda lib, T, inner: lambda v: (lambda o: o[1] + o[2])(
+        lib.jvp(lambda r: (inner(r * v), r * r), (v,), (T(C),), has_aux=True)),
+    "vjp_two_primals": lambda lib, T, inner: lambda v: (lambda g: g[0] - g[1])(
+        lib.vjp(lambda r, s: inner(r * s), v, v + 1)[1](T(C))),
+    "vmap_in_dims_1": lambda lib, T, inner: lambda v: lib.vmap(
+        lambda r: inner(r * v), in_dims=1)(T(X.T.copy())).sum(0),
+    "vmap_out_dims_1": lambda lib, T, inner: lambda v: lib.vmap(
+        lambda r: inner(r * v), out_dims=1)(T(X)).sum(1),
+    "vmap_two_outputs": lambda lib, T, inner: lambda v: (lambda ab: ab[0].sum(0) * ab[1].sum(0))(
+        lib.vmap(lambda r: (inner(r * v), r.tanh()))(T(X))),
+}
 OUTERMOST = ("vmap", "jacfwd", "jacrev")
 
 
 def _run(lib, T, L, base, names, top):
     f = lambda r: BASES[base](L, T, r)
     for name in reversed(names):
-        f = LEVELS[name](lib, T, f)
+        f = {**LEVELS, **OPTIONS}[name](lib, T, f)
     if top == "vmap":
         return lib.vmap(f)(T(B))
     return getattr(lib, top)(f)(T(V0))
 
 
-def _check(base, names, top):
+def _check(base, names, top, tol=1e-10):
     mine = _run(func, minigrad.Tensor, MinigradLib, base, names, top).data
     theirs = _run(tf, torch.tensor, TorchLib, base, names, top).detach().numpy()
     assert mine.shape == theirs.shape
-    # (three levels of second derivatives reach values of a few hundred)
-    np.testing.assert_allclose(mine, theirs, rtol=1e-10, atol=1e-10 * max(1, np.abs(theirs).max()))
+    # (to the largest value: three levels of second derivatives reach a few hundred)
+    np.testing.assert_allclose(mine, theirs, rtol=tol, atol=tol * max(1, np.abs(theirs).max()))
 
 
 @pytest.mark.parametrize("top", OUTERMOST)
@@ -94,6 +117,12 @@ def test_each_operation_under_two_transforms_matches_torch_func(base, level, top
 
 
 @pytest.mark.parametrize("top", OUTERMOST)
+@pytest.mark.parametrize("option", sorted(OPTIONS))
+def test_each_option_under_another_transform_matches_torch_func(option, top):
+    _check("tanh", (option,), top)
+
+
+@pytest.mark.parametrize("top", OUTERMOST)
 @pytest.mark.parametrize("names", list(itertools.product(sorted(LEVELS), repeat=2)),
                          ids="-".join)
 def test_three_transforms_deep_match_torch_func(names, top):
@@ -101,7 +130,12 @@ def test_three_transforms_deep_match_torch_func(names, top):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(sorted(BASES)), st.lists(st.sampled_from(sorted(LEVELS)), min_size=2,
-                                                max_size=3), st.sampled_from(OUTERMOST))
+@given(st.sampled_from(sorted(BASES)), st.lists(st.sampled_from(sorted({**LEVELS, **OPTIONS})),
+                                                min_size=2, max_size=3),
+       st.sampled_from(OUTERMOST))
 def test_transforms_three_and_four_deep_on_any_operation_match_torch_func(base, names, top):
-    _check(base, tuple(names), top)
+    # Four levels of derivatives of a saturated softmax (entries of 1e-9 beside 0.05) keep 7
+    # digits in either library: torch's jacfwd and jacrev of one differ by 2e-10, minigrad's
+    # by 3e-9, and the two libraries by 5e-9 (found once in 2000 draws). A wrong rule is off
+    # by far more.
+    _check(base, tuple(names), top, tol=1e-7)
