@@ -121,16 +121,59 @@ class Tensor:
         return (self[k] for k in range(self.shape[0]))
 
     def numpy(self):
+        self._refuse_batched("numpy()")
         if self._requires_grad:
             raise RuntimeError("can't call numpy() on a tensor that requires grad; "
                                "use tensor.detach().numpy()")
         return self.data
 
+    def tolist(self):
+        """The values as (nested lists of) Python numbers; a 0-d tensor's as one number."""
+        self._refuse_batched("tolist()")
+        return self.data.tolist()
+
     def item(self):
+        self._refuse_batched("item()")
         if self.data.size != 1:
             raise ValueError("item() needs a tensor with one element, this one has %d"
                              % self.data.size)
         return self.data.item()
+
+    # float(t), int(t), complex(t), and t as an index (range(t), xs[t]) for one element, with
+    # torch's errors: a complex value is not a float or an int, and only an integer (or bool)
+    # tensor is an index.
+    def _scalar(self, kind):
+        self._refuse_batched("%s()" % kind.__name__)
+        if self.data.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        value = self.data.item()
+        if isinstance(value, complex) and kind is not complex:
+            raise RuntimeError("value cannot be converted to type %s without overflow (as in "
+                               "torch); take .real first" % ("double" if kind is float else "int64_t"))
+        return kind(value)
+
+    def __float__(self):
+        return self._scalar(float)
+
+    def __int__(self):
+        return self._scalar(int)
+
+    def __complex__(self):
+        return self._scalar(complex)
+
+    def __index__(self):
+        if self.data.size != 1 or self.data.dtype.kind not in "iub":
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return self._scalar(int)
+
+    def _refuse_batched(self, what):
+        """Inside vmap, a batched tensor holds one value per example: none of them is the
+        value that Python code outside the tensor operations would read (torch raises too)."""
+        if self._batch is not None and self._batch in _State.transforms:
+            raise RuntimeError(
+                "vmap: %s of a batched tensor: its value differs per example, and Python code "
+                "cannot branch or compute on it inside vmap (as in torch); use tensor operations "
+                "(minigrad.functional, Tensor methods, where) or call it outside vmap" % what)
 
     def __repr__(self):
         extra = ""
@@ -142,6 +185,7 @@ class Tensor:
         return "tensor(%s%s)" % (body, extra)
 
     def __bool__(self):
+        self._refuse_batched("bool()")
         if self.data.size != 1:
             raise ValueError("the truth value of a tensor with %d elements is ambiguous"
                              % self.data.size)

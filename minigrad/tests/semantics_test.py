@@ -754,3 +754,49 @@ def test_a_mask_inverts_with_tilde_and_bool_negation_or_subtraction_is_refused_l
             op(torch.from_numpy(m))
     with pytest.raises(TypeError, match="~ takes a bool tensor"):
         ~minigrad.Tensor(np.array([1, 2]))
+
+
+_SCALARS = [(3.7, None), (-3.7, None), (2, None), (True, None), (1 + 2j, None), ([1.0, 2.0], None),
+            ([5], None), ([], None), (float("nan"), None), (float("inf"), None), (2.5, "float32")]
+
+
+@pytest.mark.parametrize("value, dtype", _SCALARS, ids=repr)
+def test_float_int_complex_and_index_of_a_tensor_are_torchs(value, dtype):
+    import operator
+
+    def outcome(convert, t):
+        try:
+            return convert(t)
+        except Exception as e:  # (the error's type is part of torch's behaviour)
+            return type(e)
+    mine = minigrad.Tensor(value, dtype=dtype)
+    theirs = torch.tensor(value, dtype=getattr(torch, dtype) if dtype else None)
+    for convert in (float, int, complex, operator.index):
+        got, want = outcome(convert, mine), outcome(convert, theirs)
+        assert type(got) is type(want), (convert, value, got, want)
+        if isinstance(want, type):
+            assert got is want, (convert, value)
+        else:
+            np.testing.assert_equal(got, want)  # (nan equal to nan)
+    np.testing.assert_equal(mine.tolist(), theirs.tolist())
+    assert ["ab", "cd", "ef"][minigrad.Tensor(1)] == "cd"  # (an index: list subscripts, range)
+    assert list(range(minigrad.Tensor(np.int8(3)))) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("read", ["item", "float", "int", "bool", "numpy", "tolist"])
+def test_reading_a_batched_tensors_value_inside_vmap_raises_like_torch(read):
+    """Python code reading a value inside vmap read the whole batch's (item() of a sum over
+    one example raised about 3 elements; numpy() returned the batch): torch raises."""
+    from minigrad import func
+    calls = {"item": lambda t: t.sum().item(), "float": lambda t: float(t.sum()),
+             "int": lambda t: int(t.sum()), "bool": lambda t: bool(t.sum() > 0),
+             "numpy": lambda t: t.numpy(), "tolist": lambda t: t.tolist()}
+    x = np.arange(6.0).reshape(3, 2)
+    with pytest.raises(RuntimeError):  # ("vmap: ..." or "Cannot access data pointer ...")
+        torch.func.vmap(calls[read])(torch.tensor(x))
+    with pytest.raises(RuntimeError, match="vmap: .* of a batched tensor"):
+        func.vmap(calls[read])(minigrad.Tensor(x))
+    # an unbatched tensor inside vmap, and a batched one's value after vmap, read as outside
+    w = minigrad.Tensor([1.5])
+    out = func.vmap(lambda t: t * float(w))(minigrad.Tensor(x))
+    assert out.tolist() == (x * 1.5).tolist() and float(out.sum()) == 22.5
