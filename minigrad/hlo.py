@@ -34,8 +34,10 @@ class _Trace(Level):
 
     traces = True
 
-    def __init__(self):
+    def __init__(self, inputs):
         self.nodes = []
+        self.traced = {id(t) for t in inputs}  # the inputs and what is computed from them
+        # (each kept alive by self.nodes or the caller)
 
     def process(self, cls, args):
         with Suspend(self):
@@ -44,7 +46,15 @@ class _Trace(Level):
             raise NotImplementedError("hlo: %s has no StableHLO rule; add one to minigrad/emit_ops.py's "
                                       "EMIT, or keep it out of the exported function" % cls.__name__)
         self.nodes.append((cls, args, out))
+        if any(id(a) in self.traced for a in args if a.__class__ is Tensor):
+            self.traced.add(id(out))
         return out
+
+    def unreadable(self, t):
+        if id(t) in self.traced:
+            return ("hlo.jit", "a traced tensor: it stands for the value of every call, and the "
+                    "trace's would be compiled in", "jax.jit")
+        return None
 
 
 def _native(array):
@@ -81,7 +91,7 @@ def _trace(f, args, grad):
     """f run under a trace level: its inputs, the argument index of each, the operations
     recorded, its outputs and their structure."""
     rebuilt, inputs, owners = _inputs(args, grad)
-    trace = _Trace()
+    trace = _Trace(inputs)
     with trace:
         out = f(*rebuilt)
         outs, out_spec = flatten(out)

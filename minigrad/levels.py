@@ -62,6 +62,12 @@ class Level:
         """t's tangent at this level: only a jvp's (ForwardLevel) has tangents."""
         return None
 
+    def unreadable(self, t):
+        """(this transform's name, what t is to it, the peer that raises too) if Python code
+        must not read t's value here (Tensor.item, float, bool, numpy): None but for vmap's
+        batched tensors and hlo's traced ones."""
+        return None
+
     def __enter__(self):
         _State.transforms.append(self)
         return self
@@ -211,6 +217,11 @@ class BatchLevel(Level):
 
     batched = True
     ancestors = ()  # the enclosing vmap levels (FoldLevel)
+
+    def unreadable(self, t):
+        if t._batch is self:
+            return "vmap", "a batched tensor: its value differs per example", "torch.func's"
+        return None
 
     def __init__(self, size):
         self.size = size

@@ -167,13 +167,16 @@ class Tensor:
         return self._scalar(int)
 
     def _refuse_batched(self, what):
-        """Inside vmap, a batched tensor holds one value per example: none of them is the
-        value that Python code outside the tensor operations would read (torch raises too)."""
-        if self._batch is not None and self._batch in _State.transforms:
-            raise RuntimeError(
-                "vmap: %s of a batched tensor: its value differs per example, and Python code "
-                "cannot branch or compute on it inside vmap (as in torch); use tensor operations "
-                "(minigrad.functional, Tensor methods, where) or call it outside vmap" % what)
+        """Inside vmap, a batched tensor holds one value per example, and inside hlo.jit's trace a
+        tensor computed from the inputs stands for every call's value: Python code that reads
+        one (to branch, or to compute apart from the tensor operations) would read neither, and
+        jit would keep the trace's value for every later call. torch and jax raise too."""
+        for level in _State.transforms:  # (empty outside minigrad.func and hlo)
+            reason = level.unreadable(self)
+            if reason:
+                raise RuntimeError("%s: %s of %s (%s raises too); use tensor operations "
+                                   "(Tensor methods, minigrad.functional, where), or read it "
+                                   "outside" % (reason[0], what, reason[1], reason[2]))
 
     def __repr__(self):
         extra = ""

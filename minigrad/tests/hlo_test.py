@@ -476,3 +476,23 @@ def test_jit_keeps_jaxs_x64_setting_as_the_caller_left_it_and_works_under_either
         assert len(j.compiled) == 1
     finally:
         jax.config.update("jax_enable_x64", before)
+
+
+@pytest.mark.parametrize("read", ["item", "float", "int", "bool", "numpy", "tolist"])
+def test_reading_a_traced_value_in_python_is_an_error_not_a_value_compiled_in(read):
+    """jit traces once per signature: a value Python read from a tensor computed from the
+    inputs was compiled in, so the next call with other values silently used the first's
+    (jit(lambda x: x * float(x.sum())) gave [-3, -15] for [-1, -5], not [6, 30]). As jax.jit,
+    it raises; a tensor that does not depend on the inputs (a closed-over weight) can be read."""
+    calls = {"item": lambda t: t.sum().item(), "float": lambda t: float(t.sum()),
+             "int": lambda t: int(t.sum() > 0), "bool": lambda t: bool(t.sum() > 0),
+             "numpy": lambda t: t.numpy()[0], "tolist": lambda t: t.tolist()[0]}
+    x = minigrad.Tensor(np.array([1.0, 2.0]))
+    for transform in (hlo.jit, lambda f: (lambda *a: hlo.export(f, *a))):
+        with pytest.raises(RuntimeError, match=r"hlo.jit: .* of a traced tensor"):
+            transform(lambda t: t * calls[read](t))(x)
+    w = minigrad.Tensor(np.array([3.0, 4.0]))
+    scaled = hlo.jit(lambda t: t * calls[read](w))
+    for values in ([1.0, 2.0], [-1.0, -5.0]):
+        np.testing.assert_allclose(scaled(minigrad.Tensor(np.array(values))).data,
+                                   np.array(values) * calls[read](w))
