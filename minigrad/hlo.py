@@ -18,6 +18,8 @@ when first read, and passed back in (a training loop's parameters) they stay on
 the device; with jit(f, donate_argnums=...) XLA writes the new ones into their buffers.
 """
 
+import warnings
+
 import numpy as np
 
 from minigrad import autograd
@@ -37,7 +39,11 @@ class _Trace(Level):
     def __init__(self, inputs):
         self.nodes = []
         self.traced = {id(t) for t in inputs}  # the inputs and what is computed from them
-        # (each kept alive by self.nodes or the caller)
+        self.made = set()  # what the recorded operations computed (each kept alive by nodes)
+        # id -> (tensor, its version, its array): the tensors from outside f's arguments whose
+        # values the program holds as constants (closed over, or read in Python): jit traces
+        # again when one has changed since (_Compiled.stale)
+        self.captured = {}
 
     def process(self, cls, args):
         with Suspend(self):
@@ -46,14 +52,26 @@ class _Trace(Level):
             raise NotImplementedError("hlo: %s has no StableHLO rule; add one to minigrad/emit_ops.py's "
                                       "EMIT, or keep it out of the exported function" % cls.__name__)
         self.nodes.append((cls, args, out))
-        if any(id(a) in self.traced for a in args if a.__class__ is Tensor):
-            self.traced.add(id(out))
+        traced = False
+        for a in args:
+            if isinstance(a, Tensor):
+                if id(a) in self.traced:
+                    traced = True
+                elif id(a) not in self.made:
+                    self._capture(a)
+        (self.traced if traced else self.made).add(id(out))
         return out
+
+    def _capture(self, t):
+        if id(t) not in self.captured:
+            self.captured[id(t)] = (t, t._version[0], t.data)
 
     def unreadable(self, t):
         if id(t) in self.traced:
             return ("hlo.jit", "a traced tensor: it stands for the value of every call, and the "
                     "trace's would be compiled in", "jax.jit")
+        if id(t) not in self.made:
+            self._capture(t)  # (its value, read now, is compiled in)
         return None
 
 
@@ -107,7 +125,7 @@ def _trace(f, args, grad):
     for o in outs:
         if not isinstance(o, Tensor):
             raise TypeError("hlo: f's outputs must be tensors, got %s" % type(o).__name__)
-    return inputs, owners, trace.nodes, outs, out_spec
+    return inputs, owners, trace, outs, out_spec
 
 
 def _module(inputs, nodes, outs, flag=False, donate=()):
@@ -159,8 +177,8 @@ def export(f, *example_args, grad=False):
     """StableHLO text of f on arguments like example_args; with grad=True (f returns a scalar),
     the program returns f's output and its gradient with respect to each floating-point input
     (in argument order), computed by the backward graph minigrad records."""
-    inputs, _, nodes, outs, _ = _trace(f, example_args, grad)
-    return _module(inputs, nodes, outs)[0]
+    inputs, _, trace, outs, _ = _trace(f, example_args, grad)
+    return _module(inputs, trace.nodes, outs)[0]
 
 
 _client = []  # the synchronous XLA CPU client, made on first use
@@ -317,9 +335,11 @@ class _Compiled:
         if donate_argnums and max(donate_argnums) >= len(args):
             raise ValueError("hlo.jit: donate_argnums %s, but f got %d arguments"
                              % (sorted(donate_argnums), len(args)))
-        inputs, owners, nodes, outs, out_spec = _trace(f, args, grad=False)
+        inputs, owners, trace, outs, out_spec = _trace(f, args, grad=False)
+        self.captured = list(trace.captured.values())
         donate = [k for k, i in enumerate(owners) if i in donate_argnums]
-        self.text, self.checks, computed = _module(inputs, nodes, outs, flag=True, donate=donate)
+        self.text, self.checks, computed = _module(inputs, trace.nodes, outs, flag=True,
+                                                   donate=donate)
         # The signature fixes each target's shape and dtype, and eager's check passed them at
         # the trace: the program checks the values (targets_out_of_range), a call reads its
         # flag, and jax's C++ dispatch builds the outputs (_out_tree). Checking the targets
@@ -331,6 +351,16 @@ class _Compiled:
         self.on_device = load(self.text, [(t.data.shape, t.data.dtype) for t in inputs],
                               [((), np.bool_)] * flag + computed + out_types,
                               _out_tree(out_spec, len(outs), flag, len(computed))).on_device
+
+    def stale(self):
+        """Whether a tensor the program holds as a constant has changed since the trace: an
+        in-place operation or an optimizer's step (its version), or its array replaced. (A
+        write into its array through .data is not seen, as torch's version counter does not
+        see it either.)"""
+        for t, version, array in self.captured:
+            if t._version[0] != version or t.data is not array:
+                return True
+        return False
 
     def __call__(self, arrays):
         """The program's outputs as tensors; _OtherTypes (before running it) for arrays of
@@ -407,20 +437,28 @@ def jit(f, donate_argnums=()):
     # the whole signature only if they differ: building it in Python cost 1.9 us of the
     # digits MLP's 74 us jit step (Intel Xeon family 6 model 167, 15 interleaved rounds).
     last = {}
+    retraced = [0]  # traces again because a captured tensor changed (_Compiled.stale)
 
     def run(*args):
         arrays, key = [], []
         _structure(args, arrays, key)
         key = tuple(key)
         compiled = last.get(key)
-        if compiled is not None:
+        if compiled is not None and not (compiled.captured and compiled.stale()):
             try:
                 return compiled(arrays)
             except _OtherTypes:
                 pass
         signature = key + tuple((a.shape, np.dtype(a.dtype)) for a in arrays)
         compiled = cache.get(signature)
-        if compiled is None:
+        if compiled is None or compiled.captured and compiled.stale():
+            if compiled is not None:
+                retraced[0] += 1
+                if retraced[0] == 3:
+                    warnings.warn(
+                        "hlo.jit(%s): traced and compiled again, a third time, because tensors it "
+                        "closes over (or reads) changed since; pass them as arguments, so that one "
+                        "program serves every value" % getattr(f, "__name__", f), stacklevel=2)
             compiled = cache[signature] = _Compiled(f, args, donate_argnums)
         last[key] = compiled
         return compiled(arrays)
