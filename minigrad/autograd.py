@@ -79,13 +79,18 @@ def _initial_grads(outputs, grad_outputs):
     return grads
 
 
-def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batched=False):
+def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batched=False,
+         since=-1):
     """Propagates; accumulates into leaves' .grad, or, with `capture` (tensors), returns
     {id(tensor): gradient} for those tensors and touches no .grad. `batched` (vjp's inputs,
     which nothing else depends on): the gradients may be batched by a vmap level on the
     stack, the graph not (vjp_fn under vmap: each rule's operations are batched over the
     cotangents, as torch.func's jacrev runs), and the pass stops at the captured tensors, as
-    torch.func's does, not running on into the graph that made them (which may be freed)."""
+    torch.func's does, not running on into the graph that made them (which may be freed).
+    `since` (vjp's): the sequence number taken before the captured tensors were made; a node
+    made earlier cannot lead to them, and is not run (a tensor f closed over from an enclosing
+    transform's graph: its gradient is that transform's to take, and its nodes would run
+    under levels they were not recorded for: jacfwd(grad(grad)) of a closure raised)."""
     if not batched and _State.transforms and any(level.batched for level in _State.transforms):
         raise RuntimeError("backward() and minigrad.grad inside vmap are not supported (as in "
                            "torch); use minigrad.func.grad or vjp inside vmap")
@@ -95,11 +100,6 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batche
     leaf_grads = {}  # id(leaf) -> gradient, when capturing
     into = leaf_grads if capture is not None else None
     captured_nodes = {t.grad_fn: t for t in capture if t.grad_fn is not None} if capture else {}
-    # With `capture`, only the nodes on a path to a captured tensor run, as torch's
-    # exec_info: a tensor closed over from an enclosing transform's graph is not walked
-    # into (its gradient is that transform's to take, and the walk would run its nodes under
-    # levels they were not recorded for).
-    needed = _reaching(outputs, capture, captured_nodes, batched) if capture is not None else None
     # ids of arrays a leaf's .grad must not take as they are: those given to leaves in this
     # pass, and the caller's own gradients (a pass-through op hands one on unchanged).
     delivered = set()
@@ -124,8 +124,8 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batche
                     # float64 y gives x a float32 gradient, as in torch)
                     g = ops.Cast.apply(g, expected.dtype)
                 child = value.grad_fn
-                if needed is not None and (child if child is not None else id(value)) not in needed:
-                    continue
+                if child is not None and child._sequence < since:
+                    continue  # (made before the captured tensors: it cannot lead to them)
                 if child is None:
                     _deliver(value, g, create_graph, into, delivered)
                 elif child in pending:
@@ -156,37 +156,6 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batche
     finally:
         _State.enabled = prev
     return leaf_grads
-
-
-def _reaching(outputs, capture, captured_nodes, batched):
-    """The nodes from which the backward reaches a captured tensor, and the captured leaves'
-    ids (a walk from the outputs; without recursion, as graphs can be deeper than Python's
-    limit). With `batched`, a captured node's own inputs are not looked into (_run stops
-    there)."""
-    needed = {id(t) for t in capture if t.grad_fn is None}
-    done = set()
-    todo = [o.grad_fn for o in outputs if o.__class__ is Tensor and o.grad_fn is not None]
-    while todo:
-        node = todo[-1]
-        if node in done:
-            todo.pop()
-            continue
-        if node in captured_nodes and batched:
-            children = ()
-        else:
-            children = [v.grad_fn for v in node.inputs
-                        if v.__class__ is Tensor and v.grad_fn is not None]
-            later = [c for c in children if c not in done]
-            if later:
-                todo.extend(later)
-                continue
-        todo.pop()
-        done.add(node)
-        if node in captured_nodes or any(c in needed for c in children) or any(
-                v.__class__ is Tensor and v.grad_fn is None and id(v) in needed
-                for v in node.inputs):
-            needed.add(node)
-    return needed
 
 
 def _fit(node, input_grads, value, grad):
@@ -250,10 +219,12 @@ def backward(tensor, gradient=None, retain_graph=None, create_graph=False):
     _run([tensor], [gradient], retain_graph, create_graph)
 
 
-def vjp_grads(outputs, inputs, grad_outputs, create_graph):
+def vjp_grads(outputs, inputs, grad_outputs, create_graph, since):
     """minigrad.func.vjp's gradients: grad's, the graph kept, None for an unused input, and
-    allowed under a vmap level that batches the cotangents (_run's `batched`)."""
-    found = _run(outputs, grad_outputs, True, create_graph, capture=inputs, batched=True)
+    allowed under a vmap level that batches the cotangents (_run's `batched`); `since`: as
+    _run's."""
+    found = _run(outputs, grad_outputs, True, create_graph, capture=inputs, batched=True,
+                 since=since)
     return [found.get(id(t)) for t in inputs]
 
 

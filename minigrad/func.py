@@ -26,7 +26,7 @@ import numbers
 
 import numpy as np
 
-from minigrad import autograd, batching, ops
+from minigrad import autograd, batching, function, ops
 from minigrad.batching import repeated
 from minigrad.grad_mode import _State, enable_grad, no_grad
 from minigrad.levels import (BatchLevel, FoldLevel, ForwardLevel, Suspend, as_tensor, enclosing,
@@ -96,6 +96,8 @@ def _vjp(f, primals, has_aux, check_outputs):
     connect = _State.enabled
 
     def run(copy_shared):
+        # (the graph vjp_fn runs starts after this number: autograd._run's `since`)
+        since[0] = next(function._sequence)
         with enable_grad():
             inputs = [[_fresh_input(x, level, connect, copy_shared) for x in leaves]
                       for leaves, _ in flat]
@@ -106,6 +108,7 @@ def _vjp(f, primals, has_aux, check_outputs):
             return inputs, out[0], out[1]
         return inputs, out, None
 
+    since = [0]
     inputs, out, aux = run(False)
     shared = level is not None and any(x._batch is not level for xs in inputs for x in xs)
     if shared and any(isinstance(o, Tensor) and o._batch is level for o in flatten(out)[0]):
@@ -169,14 +172,14 @@ def _vjp(f, primals, has_aux, check_outputs):
                     "arrays whose batch dim vmap would not see; call vjp_fn per cotangent"
                     % strange.__name__)
         if live and not shared and level is not None and level in enclosing(outer):  # (jacrev)
-            grads = _folded_vjp(live, all_inputs, level, outer, differentiable())
+            grads = _folded_vjp(live, all_inputs, level, outer, differentiable(), since[0])
         elif live:
             # The batched graph is differentiated as it is (on the whole batch of its level and
             # the enclosing ones); an unbatched one (with a shared input) under the vmap, each
             # rule batched over the tangents (_fresh_input).
             with suspended(() if shared or level is None else (level,) + level.ancestors):
                 grads = autograd.vjp_grads([o for o, _ in live], all_inputs,
-                                           [c for _, c in live], differentiable())
+                                           [c for _, c in live], differentiable(), since[0])
         result, k = [], 0
         for (leaves, spec), xs in zip(flat, inputs):
             gs = []
@@ -207,7 +210,7 @@ def _only_tensors(call, leaves):
                                "type %s" % (call, type(o)))
 
 
-def _folded_vjp(live, inputs, level, fold, create_graph):
+def _folded_vjp(live, inputs, level, fold, create_graph, since):
     """vjp_fn of a graph batched by vmap `level`, under a vmap nested in it (`fold`, jacrev's
     over the basis inside a vmap): the graph is differentiated as it is, on its whole batch,
     with every vmap level off the stack, and the k cotangents of each example become a batch
@@ -226,7 +229,7 @@ def _folded_vjp(live, inputs, level, fold, create_graph):
                 c._batch = inner
             cts.append(c)
         with inner:
-            grads = autograd.vjp_grads([o for o, _ in live], inputs, cts, create_graph)
+            grads = autograd.vjp_grads([o for o, _ in live], inputs, cts, create_graph, since)
         folded = []
         for g in grads:
             if g is not None:
