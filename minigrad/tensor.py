@@ -5,6 +5,7 @@ gradient rules live there, and autograd.py walks the graph they record.
 """
 
 import collections
+import warnings
 
 import numpy as np
 
@@ -274,7 +275,9 @@ class Tensor:
         if _State.transforms:  # (refused here: _index would hand vmap the whole batch's array)
             from minigrad.batching import refuse_batched_index
             refuse_batched_index(index)
-        return _ops.Index.apply(self, _index(index))
+        keys = _index(index)
+        out = _ops.Index.apply(self, keys[0])
+        return out if len(keys) == 1 else _ops.Index.apply(out, keys[1])
 
     def sum(self, dim=None, keepdim=False):
         return _ops.Sum.apply(self, _all_if_empty(dim), keepdim)
@@ -407,7 +410,9 @@ class Tensor:
 
     def __setitem__(self, index, value):
         self._check_inplace(value)
-        self.data[_index(index)] = _data(value)
+        keys = _index(index)
+        target = self.data if len(keys) == 1 else self.data[keys[0]]  # (a view: basic keys)
+        target[keys[-1]] = _data(value)
         self._version[0] += 1
 
 
@@ -497,10 +502,47 @@ def _tensor(value):
 
 
 def _index(index):
-    """Tensors inside an index become their arrays."""
-    if isinstance(index, tuple):
-        return tuple(_data(i) for i in index)
-    return _data(index)
+    """The index as NumPy keys applied in turn (one, or two), read by torch's rules where NumPy's
+    differ. Tensors in it become their arrays. A list that holds sequences, slices, None or
+    Ellipsis is a tuple of indices (torch keeps this rule, which NumPy 2 dropped: x[[[0, 1],
+    [1, 2]]] is x[[0, 1], [1, 2]]). Integers beside advanced indices (arrays, lists, masks)
+    select first, as torch's plain selects: NumPy indexes with them as arrays, and where a
+    slice stands between, puts the indexed dims first (x[0, :, [0, 2]] came out transposed)."""
+    if index.__class__ is list and len(index) < 32 and any(
+            isinstance(e, (list, tuple, Tensor, np.ndarray, slice)) or e is None or e is Ellipsis
+            for e in index):
+        warnings.warn("Using a non-tuple sequence for multidimensional indexing is deprecated in "
+                      "torch (as it reads it still, so does minigrad); use x[tuple(seq)] instead "
+                      "of x[seq]", UserWarning, stacklevel=3)
+        index = tuple(index)
+    if index.__class__ is not tuple:
+        return (_data(index),)
+    key = tuple([_data(i) for i in index])
+    if not any(_is_int(e) for e in key) or not any(
+            isinstance(e, (list, tuple)) or e.__class__ is np.ndarray and e.ndim for e in key):
+        return (key,)
+    select, rest = [], []  # the integers with every other dim kept, then the rest
+    for e in key:
+        if _is_int(e):
+            select.append(int(e))  # (a 0-d array among slices would index as an array: a copy)
+        elif e is None:
+            rest.append(e)
+        elif e is Ellipsis:
+            select.append(e)
+            rest.append(e)
+        else:
+            mask = np.asarray(e) if isinstance(e, list) else e
+            dims = mask.ndim if getattr(mask, "dtype", None) == bool else 1
+            select.extend([slice(None)] * dims)
+            rest.append(e)
+    return tuple(select), tuple(rest)
+
+
+def _is_int(e):
+    """An index that torch selects with: an integer, or a 0-d integer array (tensor)."""
+    if e.__class__ is np.ndarray:
+        return e.ndim == 0 and e.dtype.kind in "iu"
+    return isinstance(e, (int, np.integer)) and not isinstance(e, (bool, np.bool_))
 
 
 # ops.py and autograd.py build on Tensor, so they are imported once Tensor exists.

@@ -1,5 +1,7 @@
 """PyTorch-exact semantics where minigrad used to differ: each test is named for the point."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -800,3 +802,48 @@ def test_reading_a_batched_tensors_value_inside_vmap_raises_like_torch(read):
     w = minigrad.Tensor([1.5])
     out = func.vmap(lambda t: t * float(w))(minigrad.Tensor(x))
     assert out.tolist() == (x * 1.5).tolist() and float(out.sum()) == 22.5
+
+
+_S = slice(None)
+# Mixed basic and advanced indices (lists, arrays, masks, index tensors), each as torch reads it.
+_INDEXES = [
+    (0, _S, [1, 2]), (0, _S, _S, [1, 2]), (_S, 0, _S, [1, 2]), (-1, _S, [0, 2], _S), (0, [1, 2]),
+    ([0, 1], _S, 0), ([0, 1], _S, [1, 2]), (0, _S, np.array([1, 2])), (0, Ellipsis, [1, 2]),
+    (Ellipsis, 0, _S, [1, 3]), (0, None, _S, [1, 2]), (_S, [0, 2], 1, _S),
+    (0, _S, np.array([True, False, True, True])), (np.array([False, True]), _S, [1, 2]),
+    (1, np.array([True, False, True]), _S, 2), ("0-d index tensor", _S, [1, 2]),
+    (0, _S, "index tensor"), (np.int64(0), _S, [1, 2]), (0, _S, [1, 2], 3), (_S, _S, [1, 2], 0),
+    (_S, 0, [1, 2]), ([1, 0], 0, _S, _S),
+    [[0, 1], [1, 2]], [[0, 1]], [[1, 0], _S, [2, 3]],  # (a list holding sequences: a tuple)
+]
+
+
+@pytest.mark.parametrize("index", _INDEXES, ids=repr)
+def test_integers_beside_advanced_indices_select_first_like_torch(index):
+    """NumPy indexes with an integer beside an advanced index as an array too, and with a slice
+    between them moves the indexed dims first: x[0, :, [0, 2, 1]] came out transposed
+    (silently, for square dims), and x[0, :, [0, 1, 2]] = w wrote w transposed. Torch selects
+    with the integer first; a list that holds sequences is a tuple of indices there too."""
+    a = np.arange(120.0).reshape(2, 3, 4, 5)
+
+    def key(tensor):
+        named = {"0-d index tensor": np.array(1), "index tensor": np.array([3, 0])}
+        parts = index if isinstance(index, tuple) else (index,)
+        parts = [tensor(named[p]) if isinstance(p, str) else p for p in parts]
+        return tuple(parts) if isinstance(index, tuple) else parts[0]
+    x, xt = minigrad.Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:  # (torch's deprecation, and ours)
+        warnings.simplefilter("always")
+        mine, theirs = x[key(minigrad.Tensor)], xt[key(torch.tensor)]
+    assert len(caught) == (2 if isinstance(index, list) else 0)
+    np.testing.assert_array_equal(mine.data, theirs.detach().numpy())
+    w = np.random.default_rng(0).normal(size=theirs.shape)
+    (mine * minigrad.Tensor(w)).sum().backward()
+    (theirs * torch.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(x.grad.data, xt.grad.numpy())
+    y, yt = minigrad.Tensor(a), torch.tensor(a)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y[key(minigrad.Tensor)] = minigrad.Tensor(w)
+        yt[key(torch.tensor)] = torch.tensor(w)
+    np.testing.assert_array_equal(y.data, yt.numpy())
