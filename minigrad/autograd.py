@@ -209,7 +209,17 @@ def _deliver(leaf, grad, create_graph, into, delivered):
         delivered.add(id(grad.data))
         leaf.grad = grad
     else:
-        leaf.grad = leaf.grad + grad
+        # As torch's AccumulateGrad: into the .grad tensor itself, in place, unless the sum
+        # is to be differentiated (create_graph), so that a reference to x.grad taken between
+        # two backward passes (gradient accumulation, clipping, logging) sees the sum.
+        current = leaf.grad
+        array = current.data
+        if (create_graph or not array.flags.writeable or array.shape != grad.data.shape
+                or array.dtype != grad.data.dtype):
+            leaf.grad = current + grad
+        else:
+            np.add(array, grad.data, out=array)
+            current._version[0] += 1
 
 
 def backward(tensor, gradient=None, retain_graph=None, create_graph=False):

@@ -847,3 +847,22 @@ def test_integers_beside_advanced_indices_select_first_like_torch(index):
         y[key(minigrad.Tensor)] = minigrad.Tensor(w)
         yt[key(torch.tensor)] = torch.tensor(w)
     np.testing.assert_array_equal(y.data, yt.numpy())
+
+
+def test_a_second_backward_accumulates_into_the_same_grad_tensor_like_torch():
+    """.grad was replaced by a new tensor on each later backward: a reference taken between two
+    (gradient accumulation, clipping, logging) kept the first values, and one zeroed in place
+    with zero_() stayed 0. Torch adds into it in place (out of place under create_graph)."""
+    for lib, make in ((minigrad, lambda: minigrad.Tensor([1.0, 2.0], requires_grad=True)),
+                      (torch, lambda: torch.tensor([1.0, 2.0], requires_grad=True))):
+        x = make()
+        (x * x).sum().backward()
+        held = x.grad
+        (x * x).sum().backward()
+        assert held is x.grad and held.tolist() == [4.0, 8.0], lib
+        x.grad.zero_()
+        (x * 3).sum().backward()
+        assert held.tolist() == [3.0, 3.0], lib
+        (x * x).sum().backward(create_graph=True)
+        assert held is not x.grad and held.tolist() == [3.0, 3.0], lib
+        assert x.grad.tolist() == [5.0, 7.0], lib
