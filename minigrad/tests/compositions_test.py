@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 import torch.func as tf
-from hypothesis import given, settings
+from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
 import minigrad
@@ -102,8 +102,8 @@ def _run(lib, T, L, base, names, top):
 
 
 def _check(base, names, top, tol=1e-10):
-    mine = _run(func, minigrad.Tensor, MinigradLib, base, names, top).data
     theirs = _run(tf, torch.tensor, TorchLib, base, names, top).detach().numpy()
+    mine = _run(func, minigrad.Tensor, MinigradLib, base, names, top).data
     assert mine.shape == theirs.shape
     # (to the largest value: three levels of second derivatives reach a few hundred)
     np.testing.assert_allclose(mine, theirs, rtol=tol, atol=tol * max(1, np.abs(theirs).max()))
@@ -138,4 +138,8 @@ def test_transforms_three_and_four_deep_on_any_operation_match_torch_func(base, 
     # digits in either library: torch's jacfwd and jacrev of one differ by 2e-10, minigrad's
     # by 3e-9, and the two libraries by 5e-9 (found once in 2000 draws). A wrong rule is off
     # by far more.
+    try:
+        _run(tf, torch.tensor, TorchLib, base, names, top)
+    except RuntimeError:  # no reference: torch.func raises for 3 in 3000 draws (an out_dims=1
+        reject()  # vmap under two vjps: "The expanded size of the tensor (4) must match ...")
     _check(base, tuple(names), top, tol=1e-7)
