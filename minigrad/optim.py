@@ -8,8 +8,8 @@ class SGD:
         self.params = list(params)
         if not self.params:
             raise ValueError("SGD got an empty parameter list")
-        if lr <= 0:
-            raise ValueError("SGD: learning rate must be positive, got %r" % (lr,))
+        if lr < 0:  # (0 is allowed, as torch's: a schedule may start there)
+            raise ValueError("SGD: learning rate must not be negative, got %r" % (lr,))
         self.lr, self.momentum, self.weight_decay = lr, momentum, weight_decay
         self.velocity = [None] * len(self.params)
 

@@ -317,9 +317,13 @@ class Tensor:
         return _ops.Reshape.apply(self, tuple(shape))
 
     def transpose(self, dim0=-2, dim1=-1):
-        """Swaps two dimensions (the last two by default)."""
+        """Swaps two dimensions (the last two by default); a 0-d tensor's dim is 0 or -1, as
+        in torch (transposing it is itself)."""
+        d0, d1 = (_ops.normalize_dim(d, self.ndim, "transpose", shape=self.shape)
+                  for d in (dim0, dim1))
         axes = list(range(self.ndim))
-        axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
+        if axes:
+            axes[d0], axes[d1] = axes[d1], axes[d0]
         return _ops.Permute.apply(self, tuple(axes))
 
     @property

@@ -510,6 +510,17 @@ def test_bad_dims_are_clear_errors_naming_the_op_shape_and_fix():
         F.log_softmax(x, -3)
     with pytest.raises(TypeError, match="max: complex tensors are not ordered"):
         minigrad.Tensor([1j]).max()
+    with pytest.raises(IndexError, match=r"transpose: dim 2 is out of range for a tensor of "
+                                         r"shape \(2, 3\) \(valid: -2 to 1\)"):
+        x.transpose(0, 2)  # (a bare "list index out of range" before)
+    with pytest.raises(IndexError):
+        torch.ones(2, 3).transpose(0, 2)
+    # a 0-d tensor's dim is 0 or -1, and transposing it is itself (it raised), as in torch
+    assert minigrad.Tensor(3.0).transpose(0, -1).item() == torch.tensor(3.0).transpose(0, -1).item()
+    # SGD takes a learning rate of 0, as torch's (it raised), and refuses a negative one
+    optim.SGD([minigrad.Tensor([1.0], requires_grad=True)], lr=0.0)
+    with pytest.raises(ValueError, match="must not be negative"):
+        optim.SGD([minigrad.Tensor([1.0], requires_grad=True)], lr=-0.1)
 
 
 @pytest.mark.parametrize("op,arg,call", [
