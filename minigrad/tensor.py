@@ -36,6 +36,9 @@ class Tensor:
         if isinstance(data, Tensor):
             data = data.data
         self.data = np.array(data, dtype=dtype)
+        if self.data.dtype == object and isinstance(data, (list, tuple)):
+            # one-element tensors in a list are numbers, as torch.tensor takes them
+            self.data = np.array(_numbers(data), dtype=dtype)
         if self.data.dtype == object:
             raise TypeError("Tensor data must be numeric, got %r" % (data,))
         self.grad = None
@@ -143,11 +146,14 @@ class Tensor:
     # float(t), int(t), complex(t), and t as an index (range(t), xs[t]) for one element, with
     # torch's errors: a complex value is not a float or an int, and only an integer (or bool)
     # tensor is an index.
-    def _scalar(self, kind):
-        self._refuse_batched("%s()" % kind.__name__)
+    def _scalar(self, kind=None):
+        """The one element as a Python number of type `kind` (None: as it is)."""
+        self._refuse_batched("%s()" % getattr(kind, "__name__", "Tensor"))
         if self.data.size != 1:
             raise ValueError("only one element tensors can be converted to Python scalars")
         value = self.data.item()
+        if kind is None:
+            return value
         if isinstance(value, complex) and kind is not complex:
             raise RuntimeError("value cannot be converted to type %s without overflow (as in "
                                "torch); take .real first" % ("double" if kind is float else "int64_t"))
@@ -540,6 +546,15 @@ def _index(index):
             select.extend([slice(None)] * dims)
             rest.append(e)
     return tuple(select), tuple(rest)
+
+
+def _numbers(data):
+    """A nested list with each tensor in it as its one number (torch's error for others)."""
+    if isinstance(data, Tensor):
+        return data._scalar()
+    if isinstance(data, (list, tuple)):
+        return [_numbers(d) for d in data]
+    return data
 
 
 def _is_int(e):

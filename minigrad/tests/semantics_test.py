@@ -877,3 +877,15 @@ def test_a_second_backward_accumulates_into_the_same_grad_tensor_like_torch():
         (x * x).sum().backward(create_graph=True)
         assert held is not x.grad and held.tolist() == [3.0, 3.0], lib
         assert x.grad.tolist() == [5.0, 7.0], lib
+
+
+def test_a_list_of_one_element_tensors_makes_a_tensor_like_torch():
+    T = minigrad.Tensor  # (it raised "Tensor data must be numeric")
+    assert T([T(1.0), T(2.0)]).tolist() == torch.tensor([torch.tensor(1.0), 2.0]).tolist()
+    assert T([[T(1), 2], [3, T(np.int8(4))]]).tolist() == [[1, 2], [3, 4]]
+    assert T([T(1j), T(2.0)]).tolist() == torch.tensor([torch.tensor(1j), 2.0]).tolist()
+    for bad in ([T([1.0, 2.0])], [[T(np.ones((2, 2)))]]):
+        with pytest.raises(ValueError, match="only one element tensors"):
+            T(bad)
+    with pytest.raises(ValueError, match="only one element tensors"):
+        torch.tensor([torch.tensor([1.0, 2.0])])
