@@ -30,7 +30,8 @@ from minigrad import autograd, batching, function, ops
 from minigrad.batching import repeated
 from minigrad.grad_mode import _State, enable_grad, no_grad
 from minigrad.levels import (BatchLevel, FoldLevel, ForwardLevel, Suspend, as_tensor, enclosing,
-                             flatten, innermost_batch, mark_batched, promote, suspended, unflatten)
+                             flatten, innermost_batch, mark_batched, promote, release, suspended,
+                             unflatten)
 from minigrad.nn import functional_call
 from minigrad.tensor import Tensor
 
@@ -508,6 +509,13 @@ def jacfwd(f, argnums=0, has_aux=False):
                                   out_dims=(-1, 0) if has_aux else (-1,))(*bases)
             except NotImplementedError:
                 return None
+            except ValueError:
+                # Inside a vmap, a tangent rule run by a backward node can still meet rows of
+                # two nested batches (vmap(grad(jacfwd(grad(...))))) of closures over the
+                # enclosing inputs: a pass per column, as before nested vmap, instead.
+                if innermost_batch() is None:
+                    raise
+                return None
             if aux:  # the same for every tangent: the first's
                 parts, spec = flatten(aux[0])
                 aux = [unflatten(spec, [a[0] if isinstance(a, Tensor) else a for a in parts])]
@@ -645,6 +653,8 @@ def vmap(f, in_dims=0, out_dims=0):
                                  "the batch (valid: %d to %d)" % (dim, o.ndim, -o.ndim, o.ndim - 1))
             d = dim % o.ndim
             order = tuple(range(1, d + 1)) + (0,) + tuple(range(d + 1, o.ndim))
-            results.append(ops.Permute.apply(o, order) if d else ops.Alias.apply(o))
+            o = ops.Permute.apply(o, order) if d else ops.Alias.apply(o)
+            release(o, level)
+            results.append(o)
         return unflatten(spec, results)
     return wrapped

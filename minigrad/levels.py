@@ -96,10 +96,12 @@ class Suspend:
 _resting = []  # the jvp levels whose process() is handing an operation to the levels below
 
 
-def mark_batched(t, level):
+def mark_batched(t, level, args=()):
     """Marks `t`, computed with the batch in dim 0 while vmap's `level` was off the stack, as
     batched by it, and its tangents, computed the same way, too (and theirs, under nested
-    jvps: jacfwd(jacfwd(jacrev)))."""
+    jvps: jacfwd(jacfwd(jacrev))). A tangent that is an argument's of the operation that made
+    t (`args`: Alias's rule hands it on) is left as it is: it may be the caller's, or live on
+    after this vmap, and a mark of a finished level would read as batched."""
     t._batch = level
     todo = [t] if level is not None else []
     while todo:
@@ -107,8 +109,25 @@ def mark_batched(t, level):
         for outer in _State.transforms:
             tangent = outer.tangent(t)
             if (tangent is not None and tangent._batch is not level
-                    and tangent.data.shape == t.data.shape):
+                    and tangent.data.shape == t.data.shape
+                    and not any(tangent is outer.tangent(a) for a in args
+                                if a.__class__ is Tensor)):
                 tangent._batch = level
+                todo.append(tangent)
+
+
+def release(t, level):
+    """After vmap `level` is done: t's tangents (and theirs) that carry its mark take t's.
+    An output's tangent is often the very tensor its last operation's tangent was (Alias hands
+    it on), marked as batched while the vmap ran; kept, the mark of a finished level made a
+    later transform read that tangent as batched (a vmap sharing it, a jvp given it)."""
+    todo = [t]
+    while todo:
+        t = todo.pop()
+        for outer in _State.transforms:
+            tangent = outer.tangent(t)
+            if tangent is not None and tangent._batch is level:
+                tangent._batch = t._batch
                 todo.append(tangent)
 
 
@@ -257,7 +276,7 @@ class BatchLevel(Level):
             stack.append(self)
         if len(stack) > 1:  # the jvps outside took out's tangents on the whole batch: they
             # are batched too (a nested vmap lifts them as such: jacfwd of a vmap(jacfwd))
-            mark_batched(out, self)
+            mark_batched(out, self, args)
         else:
             out._batch = self
         return out
