@@ -332,10 +332,11 @@ def jvp(f, primals, tangents, has_aux=False):
         if batch is not None and x._batch is batch and t._batch in batch.ancestors:
             t = batch.lift(t)  # (a tangent only an enclosing vmap batches: repeated per row)
         elif batch is not None and x._batch is batch and t._batch is not batch:
-            # Under vmap, a shared tangent of a batched primal gets the batch dim too (a stride-0
-            # view), so that a backward pass run on the whole batch can carry it.
-            t = Tensor._wrap(np.broadcast_to(t.data, x.data.shape))
-            t._batch = batch
+            # Under vmap, a shared tangent of a batched primal gets the batch dim too, so that a
+            # backward pass run on the whole batch can carry it: by operations, which the
+            # transforms outside see (a stride-0 view made apart cut it from them: grad of a
+            # function whose vmap(jvp) took its input as the tangent was 0).
+            t = promote(t, batch)
         level.tangents[id(x)] = (x, t)
         level.given.append(id(t))
         inputs.append(x)
