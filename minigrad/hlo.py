@@ -25,6 +25,7 @@ import numpy as np
 from minigrad import autograd
 from minigrad.emit_ops import EMIT, Emitter, targets_out_of_range
 from minigrad.functional import check_target
+from minigrad.grad_mode import _State
 from minigrad.levels import Level, Suspend, flatten, sequence, unflatten
 from minigrad.tensor import OnDevice, Tensor, host_view, on_device, unread_buffer
 
@@ -440,6 +441,11 @@ def jit(f, donate_argnums=()):
     retraced = [0]  # traces again because a captured tensor changed (_Compiled.stale)
 
     def run(*args):
+        if _State.transforms:
+            # Inside vmap, jvp or another jit's trace, f runs as it is, so that the transform
+            # sees its operations (the enclosing jit compiles them into its own program); its
+            # program would read the whole batch, or the trace's values, as constants.
+            return f(*args)
         arrays, key = [], []
         _structure(args, arrays, key)
         key = tuple(key)

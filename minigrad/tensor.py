@@ -34,6 +34,8 @@ class Tensor:
 
     def __init__(self, data, requires_grad=False, dtype=None):
         if isinstance(data, Tensor):
+            data._refuse_batched("Tensor()", "copy it by a tensor operation, which the "
+                                 "transform sees: t.detach() * 1")  # (Tensor reads the value)
             data = data.data
         self.data = np.array(data, dtype=dtype)
         if self.data.dtype == object and isinstance(data, (list, tuple)):
@@ -173,7 +175,7 @@ class Tensor:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return self._scalar(int)
 
-    def _refuse_batched(self, what):
+    def _refuse_batched(self, what, fix=None):
         """Inside vmap, a batched tensor holds one value per example, and inside hlo.jit's trace a
         tensor computed from the inputs stands for every call's value: Python code that reads
         one (to branch, or to compute apart from the tensor operations) would read neither, and
@@ -181,9 +183,9 @@ class Tensor:
         for level in _State.transforms:  # (empty outside minigrad.func and hlo)
             reason = level.unreadable(self)
             if reason:
-                raise RuntimeError("%s: %s of %s (%s raises too); use tensor operations "
-                                   "(Tensor methods, minigrad.functional, where), or read it "
-                                   "outside" % (reason[0], what, reason[1], reason[2]))
+                raise RuntimeError("%s: %s of %s; %s" % (
+                    reason[0], what, reason[1], fix or "use tensor operations (Tensor methods, "
+                    "minigrad.functional, where), or read it outside (%s raises too)" % reason[2]))
 
     def __repr__(self):
         extra = ""

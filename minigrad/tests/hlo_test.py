@@ -526,3 +526,33 @@ def test_a_closed_over_tensor_changed_in_place_is_read_again_not_kept_from_the_t
     s.add_(1)
     np.testing.assert_array_equal(scaled(t).data, [6.0, 18.0])
     assert len(scaled.compiled) == 1  # (one signature: each trace replaced the last)
+
+
+def test_a_jit_inside_another_transform_runs_as_part_of_it():
+    """A jit called inside another jit's trace ran its own program on the trace's arrays, so the
+    enclosing program held its result as a constant ([3, 5] for every input); inside vmap its
+    program read the whole batch. It now runs f as it is there, its operations seen."""
+    inner = hlo.jit(lambda a: a * 2)
+    outer = hlo.jit(lambda a: inner(a) + 1)
+    for values in ([1.0, 2.0], [10.0, 20.0]):
+        np.testing.assert_array_equal(outer(minigrad.Tensor(np.array(values))).data,
+                                      np.array(values) * 2 + 1)
+    rows = hlo.jit(lambda r: (r * r).sum())
+    x = np.arange(6.0).reshape(3, 2)
+    np.testing.assert_array_equal(func.vmap(rows)(minigrad.Tensor(x)).data, (x * x).sum(1))
+
+
+def test_a_tensor_copied_by_tensor_inside_jit_or_vmap_is_refused_or_watched():
+    """Tensor(t) read t's array as it was: inside jit a traced value was compiled in (x +
+    Tensor(x) gave 11, 22 for 10, 20), inside vmap the whole batch was copied. A closed-over
+    tensor copied so is watched for changes, as one read by item()."""
+    with pytest.raises(RuntimeError, match=r"hlo.jit: Tensor\(\) of a traced tensor.*detach"):
+        hlo.jit(lambda x: x + minigrad.Tensor(x))(minigrad.Tensor(np.array([1.0, 2.0])))
+    with pytest.raises(RuntimeError, match=r"vmap: Tensor\(\) of a batched tensor"):
+        func.vmap(lambda r: minigrad.Tensor(r).sum() * r)(minigrad.Tensor(np.ones((3, 2))))
+    w = minigrad.Tensor(np.array([1.0, 2.0]))
+    scaled = hlo.jit(lambda x: x * minigrad.Tensor(w))
+    x = minigrad.Tensor(np.array([1.0, 1.0]))
+    np.testing.assert_array_equal(scaled(x).data, [1.0, 2.0])
+    w.mul_(3)
+    np.testing.assert_array_equal(scaled(x).data, [3.0, 6.0])
