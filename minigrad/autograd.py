@@ -100,6 +100,12 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batche
     leaf_grads = {}  # id(leaf) -> gradient, when capturing
     into = leaf_grads if capture is not None else None
     captured_nodes = {t.grad_fn: t for t in capture if t.grad_fn is not None} if capture else {}
+    # Under a jvp, the nodes made since that lead to no captured tensor are not run either (a
+    # closure's own operations, v.tanh() of a closed-over v): a jvp outside a vmap would see
+    # their rules run on the whole batch beside its per-example tangents (jacfwd(grad(grad))
+    # of such a closure raised). Elsewhere running them costs less than finding them.
+    needed = (_reaching(outputs, capture, captured_nodes, since)
+              if batched and any(level.forward for level in _State.transforms) else None)
     # ids of arrays a leaf's .grad must not take as they are: those given to leaves in this
     # pass, and the caller's own gradients (a pass-through op hands one on unchanged).
     delivered = set()
@@ -124,7 +130,8 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batche
                     # float64 y gives x a float32 gradient, as in torch)
                     g = ops.Cast.apply(g, expected.dtype)
                 child = value.grad_fn
-                if child is not None and child._sequence < since:
+                if child is not None and (child._sequence < since or
+                                          needed is not None and child not in needed):
                     continue  # (made before the captured tensors: it cannot lead to them)
                 if child is None:
                     _deliver(value, g, create_graph, into, delivered)
@@ -156,6 +163,34 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batche
     finally:
         _State.enabled = prev
     return leaf_grads
+
+
+def _reaching(outputs, capture, captured_nodes, since):
+    """The nodes made since `since` from which the backward reaches a captured tensor (a walk
+    from the outputs, stopping at captured nodes, as _run's batched pass does; without
+    recursion, as graphs can be deeper than Python's limit)."""
+    leaves = {id(t) for t in capture if t.grad_fn is None}
+    needed, done = set(), set()
+    todo = [o.grad_fn for o in outputs
+            if o.__class__ is Tensor and o.grad_fn is not None and o.grad_fn._sequence >= since]
+    while todo:
+        node = todo[-1]
+        if node in done:
+            todo.pop()
+            continue
+        children = () if node in captured_nodes else [
+            v.grad_fn for v in node.inputs if v.__class__ is Tensor and v.grad_fn is not None
+            and v.grad_fn._sequence >= since]
+        later = [c for c in children if c not in done]
+        if later:
+            todo.extend(later)
+            continue
+        todo.pop()
+        done.add(node)
+        if (node in captured_nodes or any(c in needed for c in children)
+                or any(v.__class__ is Tensor and id(v) in leaves for v in node.inputs)):
+            needed.add(node)
+    return needed
 
 
 def _fit(node, input_grads, value, grad):

@@ -57,6 +57,7 @@ def as_tensor(value):
 
 class Level:
     batched = False
+    forward = False  # a jvp's (ForwardLevel)
 
     def tangent(self, t):
         """t's tangent at this level: only a jvp's (ForwardLevel) has tangents."""
@@ -164,6 +165,8 @@ def _jvp_tangents(t):
 
 class ForwardLevel(Level):
     """jvp: tangents by tensor; each operation's tangent comes from its rule."""
+
+    forward = True
 
     def __init__(self):
         self.tangents = {}  # id(tensor) -> (tensor, tangent); the tensor is kept alive

@@ -145,8 +145,8 @@ def test_transforms_three_and_four_deep_on_any_operation_match_torch_func(base, 
     _check(base, tuple(names), top, tol=1e-7)
 
 
-# Found by a review of the fixes above: each raised after them (and passed before), but the
-# last, which was wrong before them too.
+# Found by a review of the fixes above: the first three raised after them (and passed
+# before); the last two were wrong or raised before them too.
 REVIEWED = {
     # a vmap marked the jvp's tangent of its input (Alias hands the tensor on) as batched, and
     # the mark outlived it: a second vmap sharing that input took the tangent as batched
@@ -164,6 +164,12 @@ REVIEWED = {
     "vmap(grad(jacfwd(grad))) of closures": lambda lib, T, x: lib.vmap(lambda v: lib.grad(
         lambda r: lib.jacfwd(lambda r2: lib.grad(lambda r3: (r3 + r2.tanh()).tanh().sum())(
             r2 * 2))(r).sum())(v))(T(B)),
+    # (older) a closure's own operations (v2.tanh() of the closed-over v2) ran in the inner
+    # grad's backward, on the whole batch of jacfwd's vmap beside its jvp's per-example
+    # tangents
+    "jacfwd(grad(grad)) of a closure's own operations": lambda lib, T, x: lib.jacfwd(
+        lambda v: lib.grad(lambda r: (lambda v2: lib.grad(
+            lambda r2: ((r2 * v2) * v + v2.tanh()).tanh().sum())(v2))(r * v).sum())(v))(x[0]),
     # (older) vmap's jvp took a shared tangent as a stride-0 view made apart from the
     # transforms outside: the gradient through the tangent was 0
     "jacrev of vmap(jvp) along the input": lambda lib, T, x: lib.jacrev(
