@@ -132,7 +132,8 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batche
                 child = value.grad_fn
                 if child is not None and (child._sequence < since or
                                           needed is not None and child not in needed):
-                    continue  # (made before the captured tensors: it cannot lead to them)
+                    continue  # (made before the captured tensors, or leading to none: `since`,
+                    # `needed`)
                 if child is None:
                     _deliver(value, g, create_graph, into, delivered)
                 elif child in pending:

@@ -34,7 +34,7 @@ class Tensor:
 
     def __init__(self, data, requires_grad=False, dtype=None):
         if isinstance(data, Tensor):
-            data._refuse_batched("Tensor()", "copy it by a tensor operation, which the "
+            data._refuse_unreadable("Tensor()", "copy it by a tensor operation, which the "
                                  "transform sees: t.detach() * 1")  # (Tensor reads the value)
             data = data.data
         self.data = np.array(data, dtype=dtype)
@@ -127,7 +127,7 @@ class Tensor:
         return (self[k] for k in range(self.shape[0]))
 
     def numpy(self):
-        self._refuse_batched("numpy()")
+        self._refuse_unreadable("numpy()")
         if self._requires_grad:
             raise RuntimeError("can't call numpy() on a tensor that requires grad; "
                                "use tensor.detach().numpy()")
@@ -135,11 +135,11 @@ class Tensor:
 
     def tolist(self):
         """The values as (nested lists of) Python numbers; a 0-d tensor's as one number."""
-        self._refuse_batched("tolist()")
+        self._refuse_unreadable("tolist()")
         return self.data.tolist()
 
     def item(self):
-        self._refuse_batched("item()")
+        self._refuse_unreadable("item()")
         if self.data.size != 1:
             raise ValueError("item() needs a tensor with one element, this one has %d"
                              % self.data.size)
@@ -150,7 +150,7 @@ class Tensor:
     # tensor is an index.
     def _scalar(self, kind=None):
         """The one element as a Python number of type `kind` (None: as it is)."""
-        self._refuse_batched("%s()" % getattr(kind, "__name__", "Tensor"))
+        self._refuse_unreadable("%s()" % getattr(kind, "__name__", "Tensor"))
         if self.data.size != 1:
             raise ValueError("only one element tensors can be converted to Python scalars")
         value = self.data.item()
@@ -175,7 +175,7 @@ class Tensor:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return self._scalar(int)
 
-    def _refuse_batched(self, what, fix=None):
+    def _refuse_unreadable(self, what, fix=None):
         """Inside vmap, a batched tensor holds one value per example, and inside hlo.jit's trace a
         tensor computed from the inputs stands for every call's value: Python code that reads
         one (to branch, or to compute apart from the tensor operations) would read neither, and
@@ -197,7 +197,7 @@ class Tensor:
         return "tensor(%s%s)" % (body, extra)
 
     def __bool__(self):
-        self._refuse_batched("bool()")
+        self._refuse_unreadable("bool()")
         if self.data.size != 1:
             raise ValueError("the truth value of a tensor with %d elements is ambiguous"
                              % self.data.size)
