@@ -163,6 +163,9 @@ def _vjp(f, primals, has_aux, check_outputs):
                                  % (c.shape, o.shape))
             cts.append(c)
         live = [(o, c) for o, c in zip(out_leaves, cts) if o.requires_grad]
+        # recorded where something outside can differentiate the gradients: through f's
+        # inputs or closures, or through the cotangents (grad of c -> vjp_fn(c * c) was 0)
+        record = differentiable() or _State.enabled and any(c.requires_grad for _, c in live)
         grads = [None] * len(all_inputs)
         outer = innermost_batch()
         if outer is not None and outer is not level:  # vmap of vjp_fn: the backward batched
@@ -173,14 +176,14 @@ def _vjp(f, primals, has_aux, check_outputs):
                     "arrays whose batch dim vmap would not see; call vjp_fn per cotangent"
                     % strange.__name__)
         if live and not shared and level is not None and level in enclosing(outer):  # (jacrev)
-            grads = _folded_vjp(live, all_inputs, level, outer, differentiable(), since[0])
+            grads = _folded_vjp(live, all_inputs, level, outer, record, since[0])
         elif live:
             # The batched graph is differentiated as it is (on the whole batch of its level and
             # the enclosing ones); an unbatched one (with a shared input) under the vmap, each
             # rule batched over the tangents (_fresh_input).
             with suspended(() if shared or level is None else (level,) + level.ancestors):
                 grads = autograd.vjp_grads([o for o, _ in live], all_inputs,
-                                           [c for _, c in live], differentiable(), since[0])
+                                           [c for _, c in live], record, since[0])
         result, k = [], 0
         for (leaves, spec), xs in zip(flat, inputs):
             gs = []

@@ -146,7 +146,7 @@ def test_transforms_three_and_four_deep_on_any_operation_match_torch_func(base, 
 
 
 # Found by a review of the fixes above: the first three raised after them (and passed
-# before); the last two were wrong or raised before them too.
+# before); the others (older) were wrong or raised before them too.
 REVIEWED = {
     # a vmap marked the jvp's tangent of its input (Alias hands the tensor on) as batched, and
     # the mark outlived it: a second vmap sharing that input took the tangent as batched
@@ -170,6 +170,11 @@ REVIEWED = {
     "jacfwd(grad(grad)) of a closure's own operations": lambda lib, T, x: lib.jacfwd(
         lambda v: lib.grad(lambda r: (lambda v2: lib.grad(
             lambda r2: ((r2 * v2) * v + v2.tanh()).tanh().sum())(v2))(r * v).sum())(v))(x[0]),
+    # (older) vjp_fn's backward was recorded only where f's inputs or closures were tracked:
+    # differentiated through its cotangent, it gave 0
+    "jacrev and jacfwd through a vjp_fn's cotangent": lambda lib, T, x: (lambda fn: (
+        lib.jacrev(lambda c: fn(c * c)[0])(T(C)) + lib.jacfwd(lambda c: fn(c * c)[0])(T(C))))(
+            lib.vjp(lambda a: (a * a).tanh(), x[0])[1]),
     # (older) vmap's jvp took a shared tangent as a stride-0 view made apart from the
     # transforms outside: the gradient through the tangent was 0
     "jacrev of vmap(jvp) along the input": lambda lib, T, x: lib.jacrev(
