@@ -165,7 +165,8 @@ def _vjp(f, primals, has_aux, check_outputs):
         live = [(o, c) for o, c in zip(out_leaves, cts) if o.requires_grad]
         # recorded where something outside can differentiate the gradients: through f's
         # inputs or closures, or through the cotangents (grad of c -> vjp_fn(c * c) was 0)
-        record = differentiable() or _State.enabled and any(c.requires_grad for _, c in live)
+        record = bool(live) and (differentiable() or _State.enabled
+                                 and any(c.requires_grad for _, c in live))
         grads = [None] * len(all_inputs)
         outer = innermost_batch()
         if outer is not None and outer is not level:  # vmap of vjp_fn: the backward batched
@@ -332,13 +333,12 @@ def jvp(f, primals, tangents, has_aux=False):
                                 % (what, v.dtype))
         if t.shape != x.shape:
             raise ValueError("jvp: tangent of shape %s for a primal of shape %s" % (t.shape, x.shape))
-        if batch is not None and x._batch is batch and t._batch in batch.ancestors:
-            t = batch.lift(t)  # (a tangent only an enclosing vmap batches: repeated per row)
-        elif batch is not None and x._batch is batch and t._batch is not batch:
+        if batch is not None and x._batch is batch and t._batch is not batch:
             # Under vmap, a shared tangent of a batched primal gets the batch dim too, so that a
             # backward pass run on the whole batch can carry it: by operations, which the
             # transforms outside see (a stride-0 view made apart cut it from them: grad of a
-            # function whose vmap(jvp) took its input as the tangent was 0).
+            # function whose vmap(jvp) took its input as the tangent was 0); one only an
+            # enclosing vmap batches is repeated per row (promote lifts it).
             t = promote(t, batch)
         level.tangents[id(x)] = (x, t)
         level.given.append(id(t))
