@@ -168,6 +168,20 @@ def check_target(shape, target):
                          % (shape[1], target.min(), target.max()))
 
 
+def _picks(n, classes, target):
+    """The flat indices of each row's target class in a C-contiguous (n, classes) array.
+    Indexing the flattened array with them took 0.9 us against 2.2 us for the pair
+    (np.arange(n), target) at the digits MLP's 64x10 (Intel Xeon family 6 model 167)."""
+    return _row_starts(n, classes) + target.astype(np.intp, copy=False)
+
+
+@functools.lru_cache(maxsize=16)
+def _row_starts(n, classes):
+    starts = np.arange(0, n * classes, classes, dtype=np.intp)
+    starts.flags.writeable = False  # shared by every call
+    return starts
+
+
 class CrossEntropy(Function):
     """Mean negative log-likelihood of integer class targets under softmax(logits)."""
 
@@ -184,7 +198,7 @@ class CrossEntropy(Function):
         ctx.log_probs = log_probs = _log_softmax(x, 1)
         ctx.save_for_backward(logits)
         # An empty batch gives nan, as in torch.
-        loss = -_sum(log_probs[np.arange(n), target]) / n if n else np.nan
+        loss = -_sum(log_probs.reshape(-1)[_picks(n, x.shape[1], target)]) / n if n else np.nan
         return _wrap(np.asarray(loss, dtype=x.dtype))
 
     @staticmethod
@@ -202,9 +216,11 @@ class CrossEntropyGrad(Function):
     def forward(ctx, logits, target, grad, log_probs=None):
         # log_probs: log_softmax(logits) from CrossEntropy's forward, if at hand.
         out = np.exp(log_probs) if log_probs is not None else _softmax(floating(logits.data), 1)
+        if not out.flags.c_contiguous:  # (_picks index its rows in place, flat)
+            out = np.ascontiguousarray(out)
         n = out.shape[0]
         if n:  # (an empty batch's gradient is empty)
-            out[np.arange(n), _data(target)] -= 1
+            out.reshape(-1)[_picks(n, out.shape[1], _data(target))] -= 1
             # The scale as a Python float (a 0-d array's division cost 0.6 us): the quotient is
             # rounded to out's dtype once, as in float32 and float64 before; in float16 it is
             # closer than before, as n is no longer rounded to a float16 first.

@@ -889,3 +889,21 @@ def test_a_list_of_one_element_tensors_makes_a_tensor_like_torch():
             T(bad)
     with pytest.raises(ValueError, match="only one element tensors"):
         torch.tensor([torch.tensor([1.0, 2.0])])
+
+
+
+@pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "numpy"])
+@pytest.mark.parametrize("view", ["transposed", "strided"])
+def test_cross_entropy_of_non_contiguous_logits_matches_torch(view, kernel, monkeypatch):
+    """The backward writes each row's -1 through a flat view of the probabilities: NumPy's
+    softmax of a transposed array comes out in Fortran order, whose flat view is a copy."""
+    if not kernel:
+        monkeypatch.setattr(F, "_kernel", None)
+    rng = np.random.default_rng(0)
+    target = rng.integers(0, 4, 15)
+
+    def fn(lib, x):
+        x = x.T if view == "transposed" else x[::2, ::3]
+        return lib.cross_entropy(x, target[:x.shape[0]])
+    assert_matches_torch(fn, [rng.standard_normal((12, 15) if view == "transposed" else (30, 12))],
+                         rtol=1e-12)
