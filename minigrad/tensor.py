@@ -11,6 +11,13 @@ import numpy as np
 
 from minigrad.grad_mode import _State
 
+_ndarray = np.ndarray
+
+
+def _as_array(value):
+    """A NumPy scalar as a 0-d array; an ndarray subclass as it is."""
+    return value if isinstance(value, np.ndarray) else np.asarray(value)
+
 
 class Tensor:
     """A NumPy array that records the operations applied to it.
@@ -56,7 +63,9 @@ class Tensor:
         """A Tensor around an ndarray that an operation just produced (no checks, no copy);
         `version`: the counter of the tensor whose memory `array` views."""
         t = cls.__new__(cls)
-        t.data = array
+        # NumPy's operations on 0-d arrays return scalars, which in-place updates, item
+        # assignment and .grad accumulation cannot write into: a 0-d array instead, as torch's.
+        t.data = array if array.__class__ is _ndarray else _as_array(array)
         t.grad = None
         t.grad_fn = None
         t._requires_grad = False

@@ -907,3 +907,33 @@ def test_cross_entropy_of_non_contiguous_logits_matches_torch(view, kernel, monk
         return lib.cross_entropy(x, target[:x.shape[0]])
     assert_matches_torch(fn, [rng.standard_normal((12, 15) if view == "transposed" else (30, 12))],
                          rtol=1e-12)
+
+
+
+
+
+def test_0d_results_of_operations_update_in_place_and_accumulate_like_torch():
+    """NumPy returns a scalar for an operation on 0-d arrays, and minigrad held it as the
+    tensor's data: `y += 1`, `y[...] = 0` and SGD's momentum raised TypeError, and a second
+    backward replaced a 0-d .grad instead of adding into it (a held reference kept 2, not 5)."""
+    for lib in (minigrad, torch):
+        y = lib.tensor(3.0) * 2 if lib is torch else minigrad.Tensor(3.0) * 2
+        y += 1
+        assert y.item() == 7.0, lib
+        y[...] = 0
+        assert y.item() == 0.0, lib
+    results = []
+    for lib, sgd in ((minigrad, optim.SGD), (torch, torch.optim.SGD)):
+        w = (minigrad.Tensor if lib is minigrad else torch.tensor)(1.0, requires_grad=True)
+        opt = sgd([w], lr=0.1, momentum=0.9)
+        for _ in range(3):
+            opt.zero_grad()
+            (w * 2.0).backward()
+            opt.step()
+        opt.zero_grad()
+        (w * 2.0).backward()
+        held = w.grad
+        (w * 3.0).backward()
+        results.append((w.item(), held.item(), held is w.grad))
+    assert results[0][1:] == results[1][1:] == (5.0, True)
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-15)
