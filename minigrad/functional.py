@@ -11,6 +11,7 @@ torch's softmax kernels refuse integers.
 """
 
 import functools
+import math
 
 import numpy as np
 
@@ -294,8 +295,9 @@ def _linear_vjp(grad, x, weight, need_x, need_weight, need_bias):
         if need_bias:
             gb = _sum_rows(grad)
     else:  # leading dims of any number: rows of a matrix for the weight, summed for the bias
-        if need_weight:
-            gw = grad.reshape(-1, grad.shape[-1]).T @ x.reshape(-1, x.shape[-1])
+        if need_weight:  # (rows counted: reshape(-1, 0) of an empty array is ambiguous)
+            rows = math.prod(grad.shape[:-1])
+            gw = grad.reshape((rows, grad.shape[-1])).T @ x.reshape((rows, x.shape[-1]))
         if need_bias:
             gb = grad if grad.ndim == 1 else grad.sum(tuple(range(grad.ndim - 1)))
     return gx, gw, gb
@@ -327,4 +329,10 @@ def linear(x, weight, bias=None):
         _check_tensor("linear", "input", x)  # the first that is not a Tensor raises
         _check_tensor("linear", "weight", weight)
         _check_tensor("linear", "bias", bias)
+    if weight.ndim == 1:  # one output feature, its dim dropped: x @ weight, as torch allows
+        if bias is not None:
+            raise RuntimeError("linear: a 1-D weight (shape %s) takes no bias (as in torch); add "
+                               "the bias to the result, or pass a weight of shape (1, %d)"
+                               % (tuple(weight.shape), weight.shape[0]))
+        return x @ weight
     return Linear.apply(x, weight, bias)

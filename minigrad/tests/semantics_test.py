@@ -937,3 +937,34 @@ def test_0d_results_of_operations_update_in_place_and_accumulate_like_torch():
         results.append((w.item(), held.item(), held is w.grad))
     assert results[0][1:] == results[1][1:] == (5.0, True)
     np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-15)
+
+
+@pytest.mark.parametrize("x_shape, w_shape", [
+    ((2, 3, 4), (0, 4)), ((2, 3, 0), (5, 0)), ((4,), (0, 4)), ((0,), (5, 0)), ((2, 0, 4), (5, 4)),
+    ((4, 3), (3,)), ((3,), (3,)), ((2, 5, 3), (3,))], ids=str)
+def test_linear_with_no_features_or_a_1d_weight_has_torchs_gradients(x_shape, w_shape):
+    """Its backward raised where the forward worked: reshape(-1, 0) of an empty gradient, and
+    a 1-D weight (one output feature, its dim dropped) that the 2-D rule did not fit."""
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    bias = rng.standard_normal(w_shape[:1]) if len(w_shape) == 2 else None
+    assert_matches_torch(lambda lib, x, w, *b: lib.linear(x, w, *b),
+                         [x, w] + ([bias] if bias is not None else []))
+    if len(w_shape) == 1:  # x @ w under the transforms and jit too (Linear's rules take 2-D)
+        def loss(w, x):
+            return (F.linear(x, w) ** 2).sum()
+        expected = torch.func.grad(lambda w, x: (torch.nn.functional.linear(x, w) ** 2).sum())(
+            torch.tensor(w), torch.tensor(x))
+        for fn in (minigrad.func.grad(loss), hlo.jit(minigrad.func.grad(loss)),
+                   lambda w, x: minigrad.func.vmap(minigrad.func.grad(loss), (None, 0))(
+                       w, x.reshape((1,) + x.shape))[0]):
+            np.testing.assert_allclose(fn(minigrad.Tensor(w), minigrad.Tensor(x)).data,
+                                       expected.numpy(), rtol=1e-12)
+
+
+def test_linear_with_a_1d_weight_and_a_bias_raises_like_torch():
+    x, w, b = np.ones((4, 3)), np.ones(3), np.ones(())
+    with pytest.raises(RuntimeError, match="1-D weight"):
+        F.linear(minigrad.Tensor(x), minigrad.Tensor(w), minigrad.Tensor(b))
+    with pytest.raises(RuntimeError):
+        torch.nn.functional.linear(torch.tensor(x), torch.tensor(w), torch.tensor(b))
