@@ -158,15 +158,21 @@ class Pow(_Binary):
     def backward(ctx, grad):
         ctx.saved_tensors
         a, b = ctx.inputs
-        return (_sum_to(grad * _conj(pow_da(a, b)), _shape(a)) if _needs(a) else None,
+        return (_sum_to(pow_da(grad, a, b, _conj), _shape(a)) if _needs(a) else None,
                 _sum_to(grad * _conj(pow_db(a, b)), _shape(b)) if _needs(b) else None)
 
 
-def pow_da(a, b):
-    """d(a**b)/da: b * a**(b-1), and 0 where b == 0 (even at a == 0)."""
+def pow_da(d, a, b, conj=None):
+    """d * d(a**b)/da (its derivative conjugated by `conj` first: the backward's): b * a**(b-1),
+    and 0 where b == 0 whatever a and d are (0, inf or NaN), as torch's zeros_like(self) for a
+    number b and where(b == 0, 0, ...) for a tensor: 0 * d would be NaN at an inf or NaN d."""
     if b.__class__ is not Tensor and np.ndim(b) == 0:
-        return b * a ** (b - 1) if b != 0 else a * 0
-    return Where.apply(Compare.apply(np.not_equal, b, 0), b * a ** (b - 1), 0)
+        if b == 0:  # (zeros shaped and batched as d, and no derivative through a)
+            return Where.apply(False, d, 0)
+        da = b * a ** (b - 1)
+        return d * (conj(da) if conj else da)
+    da = b * a ** (b - 1)
+    return Where.apply(Compare.apply(np.not_equal, b, 0), d * (conj(da) if conj else da), 0)
 
 
 def pow_db(a, b):

@@ -52,7 +52,7 @@ RULES = {
     ops.Sub: _binary(lambda a, b, y, d: d, lambda a, b, y, d: -d),
     ops.Mul: _binary(lambda a, b, y, d: d * b, lambda a, b, y, d: a * d),
     ops.Div: _binary(lambda a, b, y, d: d / b, lambda a, b, y, d: -d * y / b),
-    ops.Pow: _binary(lambda a, b, y, d: d * ops.pow_da(a, b), lambda a, b, y, d: d * ops.pow_db(a, b)),
+    ops.Pow: _binary(lambda a, b, y, d: ops.pow_da(d, a, b), lambda a, b, y, d: d * ops.pow_db(a, b)),
     ops.Where: lambda args, out, t: _total(out, ops.Where.apply(
         args[0], 0 if t[1] is None else t[1], 0 if t[2] is None else t[2])),
     ops.MatMul: _binary(lambda a, b, y, d: d @ b, lambda a, b, y, d: a @ d),

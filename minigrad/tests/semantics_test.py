@@ -968,3 +968,25 @@ def test_linear_with_a_1d_weight_and_a_bias_raises_like_torch():
         F.linear(minigrad.Tensor(x), minigrad.Tensor(w), minigrad.Tensor(b))
     with pytest.raises(RuntimeError):
         torch.nn.functional.linear(torch.tensor(x), torch.tensor(w), torch.tensor(b))
+
+
+@pytest.mark.parametrize("exponent", [0, 0.0, "tensor"])
+def test_pow_zero_gradient_is_zero_at_inf_and_nan_and_under_inf_gradients_like_torch(exponent):
+    """x ** 0 had gradient a * 0 times the upstream gradient: NaN at x = inf or NaN, and for an
+    inf or NaN upstream gradient or tangent; torch gives zeros_like(x) (a number exponent) and
+    where(b == 0, 0, ...) applied after the upstream gradient (a tensor one)."""
+    a = np.array([np.inf, np.nan, -np.inf, 0.0, 2.0, -3.0])
+    b = np.array([0.0, 0.0, 0.0, 0.0, 2.0, 0.0])
+    g = np.array([1.0, 1.0, np.inf, np.nan, np.inf, -np.inf])  # upstream gradient, and tangent
+    found = []
+    for lib in (minigrad, torch):
+        T = minigrad.Tensor if lib is minigrad else torch.tensor
+        f = (lambda x: x ** T(b)) if exponent == "tensor" else (lambda x: x ** exponent)
+        x = T(a, requires_grad=True)
+        f(x).backward(T(g))
+        grad_of_sum = lib.func.grad(lambda x: f(x).sum())(T(a))
+        tangent = lib.func.jvp(f, (T(a),), (T(g),))[1]
+        found.append([np.asarray(t.data if lib is minigrad else t.detach())
+                      for t in (x.grad, grad_of_sum, tangent)])
+    for mine, theirs in zip(*found):
+        np.testing.assert_array_equal(mine, theirs)
