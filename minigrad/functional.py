@@ -241,11 +241,19 @@ class CrossEntropyGrad(Function):
 
 
 def cross_entropy(logits, target):
-    """Mean cross-entropy of `logits` (batch, classes) against integer `target` (batch,)."""
+    """Mean cross-entropy of `logits` (batch, classes) against integer `target` (batch,); of one
+    example's `logits` (classes,) against a 0-d `target`, as torch's (vmap's per-example loss)."""
     # A Tensor target is passed on as it is, so that vmap sees whether it is batched.
     if not isinstance(logits, Tensor):
         _check_tensor("cross_entropy", "input", logits)
-    return CrossEntropy.apply(logits, target if isinstance(target, Tensor) else np.asarray(target))
+    if not isinstance(target, Tensor):
+        target = np.asarray(target)
+    if logits.ndim == 1:  # a batch of one, its loss the same number
+        if target.shape not in ((), (1,)):  # (torch takes either)
+            raise ValueError("cross_entropy: logits of shape %s (one example) take a 0-d target, "
+                             "got shape %s" % (tuple(logits.shape), tuple(target.shape)))
+        return CrossEntropy.apply(logits.reshape(1, -1), target.reshape(1))
+    return CrossEntropy.apply(logits, target)
 
 
 class Linear(Function):

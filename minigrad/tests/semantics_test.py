@@ -990,3 +990,23 @@ def test_pow_zero_gradient_is_zero_at_inf_and_nan_and_under_inf_gradients_like_t
                       for t in (x.grad, grad_of_sum, tangent)])
     for mine, theirs in zip(*found):
         np.testing.assert_array_equal(mine, theirs)
+
+
+def test_cross_entropy_of_one_examples_logits_like_torch():
+    """Logits of shape (classes,) with a 0-d target, torch's unbatched form and vmap's
+    per-example loss, raised "logits must be (batch, classes)"."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(5)
+    assert_matches_torch(lambda lib, x: lib.cross_entropy(x, np.array(3)), [x], rtol=1e-12)
+    # A one-element target too: torch's forward takes it (its backward raises a size mismatch)
+    loss = F.cross_entropy(minigrad.Tensor(x), [3])
+    np.testing.assert_allclose(loss.data, torch.nn.functional.cross_entropy(
+        torch.tensor(x), torch.tensor([3])).numpy(), rtol=1e-12)
+    w, x, y = rng.standard_normal((4, 6)), rng.standard_normal((8, 6)), rng.integers(0, 4, 8)
+    mine = minigrad.func.vmap(minigrad.func.grad(lambda w, x, y: F.cross_entropy(F.linear(x, w), y)),
+                              (None, 0, 0))(*map(minigrad.Tensor, (w, x, y)))
+    theirs = torch.func.vmap(torch.func.grad(lambda w, x, y: torch.nn.functional.cross_entropy(
+        torch.nn.functional.linear(x, w), y)), (None, 0, 0))(*map(torch.tensor, (w, x, y)))
+    np.testing.assert_allclose(mine.data, theirs.numpy(), rtol=1e-12)
+    with pytest.raises(ValueError, match="0-d target"):
+        F.cross_entropy(minigrad.Tensor(np.ones(5)), [1, 2])
