@@ -326,6 +326,25 @@ WS_INLINE vf exp_nonpositive(vf x) {
 #endif
 }
 
+// exp(y) for any y: the log-softmax backward's exp of its saved output, a
+// log-probability (<= 0) in any real use, but the operator takes any tensor
+// and torch's gives exp(y) for it (inf from ln(FLT_MAX) = 88.72 up). y is
+// capped at 88.75 (NaN passes: vminps returns its second operand), where
+// exp_nonpositive's 2^n is inf; above it, 2^n wrapped (2e-34 for y = 100).
+// Where 2^n is 2^128 and e^r < 1, from y = 88.38 (the AVX2 form: 88.68), the
+// result is inf for a finite exp(y) in the last half-binade below overflow:
+// splitting 2^n in two factors for those would cost this loop 5-8% at 64x64
+// (a test per vector) against the cap's 2%, for inputs no log-softmax makes.
+WS_INLINE vf exp_any(vf y) {
+#if defined(__AVX512F__)
+  return exp_nonpositive(_mm512_min_ps(splat(88.75f), y));
+#elif defined(__AVX__)
+  return exp_nonpositive(_mm256_min_ps(splat(88.75f), y));
+#else
+  return exp_nonpositive(_mm_min_ps(splat(88.75f), y));
+#endif
+}
+
 // log(s) for s >= 1 (a softmax row's sum of exp(z - max), which holds exp(0) = 1),
 // W rows' sums at once where libm's logf took one call each. s = 2^e * m with m in
 // [sqrt(1/2), sqrt(2)), log(m) = 2 atanh(u) with u = (m - 1) / (m + 1), |u| <= 0.172,

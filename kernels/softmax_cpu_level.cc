@@ -439,7 +439,7 @@ WS_INLINE void backward_row(const T* dy, const T* y, T* dx, int64_t n) {
       __builtin_prefetch(y + n + j);
     }
     const vf d = load_n(dy + j, k, 0.0f), yv = load_n(y + j, k, 0.0f);
-    if constexpr (kLog) return d - exp_nonpositive(yv) * total;
+    if constexpr (kLog) return d - exp_any(yv) * total;
     return yv * (d - total);
   });
 }
@@ -474,7 +474,7 @@ void backward_short_rows(const T* dy, const T* y, T* dx, int64_t rows, int64_t c
     });
     for (int64_t j = 0; j < cols; ++j) {
       const vf d = load(tdy + j * W), yv = load(ty + j * W);
-      store(tdy + j * W, kLog ? d - exp_nonpositive(yv) * total : yv * (d - total));
+      store(tdy + j * W, kLog ? d - exp_any(yv) * total : yv * (d - total));
     }
     untranspose(tdy, dx + r0 * cols, k, cols);
   }

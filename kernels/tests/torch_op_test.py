@@ -124,6 +124,30 @@ def test_edge_values_match_torch(isa):
     assert kernels.warp_softmax(x, -1)[1, 1].item() == 0.0
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_log_softmax_backward_of_any_saved_output_matches_torch(dtype, isa):
+    """The backward's exp(y) took y <= 0, as a log-probability is: from y = 88.4 it overflowed
+    to -inf and from 89 wrapped (2e-34 where torch gives -inf). The operator takes any y, as
+    torch's does. Within 0.35 of ln(FLT_MAX) = 88.72, where exp(y) is in the last half-binade
+    below overflow, dx is infinite where torch's is finite (documented in simd_level.h).
+    Rows of 3 (the short-row tiles) and of 40."""
+    dt = getattr(torch, dtype)
+    values = [0.5, 10.0, 44.0, 44.5, 80.0, 88.3, 88.5, 88.7, 88.8, 89.0, 100.0, 1e30,
+              float("inf"), float("nan"), -1.0]
+    for cols in (3, 40):
+        y = torch.full((len(values), cols), -30.0)
+        y[:, 1] = torch.tensor(values)
+        y = y.to(dt)
+        dy = torch.linspace(-1.0, 2.0, y.numel()).reshape(y.shape).to(dt)
+        ours = kernels.warp_log_softmax_backward(dy, y, -1).float()
+        theirs = torch._log_softmax_backward_data(dy, y, -1, dt).float()
+        window = (y.float() > 88.37) & (y.float() <= 88.73)  # (as rounded to dt)
+        assert torch.equal(ours[window].sign(), theirs[window].sign())
+        assert (ours[window].isinf() | (ours[window] == theirs[window])).all()
+        tol = checks.ULPS[dtype] * checks.EPS[dtype] * 4
+        torch.testing.assert_close(ours[~window], theirs[~window], rtol=tol, atol=0, equal_nan=True)
+
+
 def test_empty_and_zero_dim_tensors():
     for shape in [(0,), (0, 5), (5, 0), (2, 0, 3)]:
         x = torch.empty(shape)
