@@ -30,8 +30,8 @@ from minigrad import autograd, batching, function, ops
 from minigrad.batching import repeated
 from minigrad.grad_mode import _State, enable_grad, no_grad
 from minigrad.levels import (BatchLevel, FoldLevel, ForwardLevel, Suspend, as_tensor, enclosing,
-                             flatten, innermost_batch, mark_batched, promote, release, suspended,
-                             unflatten)
+                             flatten, innermost_batch, mark_batched, promote, release, structure,
+                             suspended, unflatten)
 from minigrad.nn import functional_call
 from minigrad.tensor import Tensor
 
@@ -141,9 +141,12 @@ def _vjp(f, primals, has_aux, check_outputs):
         return closed_over[0]
 
     def vjp_fn(cotangents):
-        ct_leaves, _ = flatten(cotangents)
-        if len(ct_leaves) != len(out_leaves):
-            raise ValueError("vjp_fn: got %d cotangents for %d outputs" % (len(ct_leaves), len(out_leaves)))
+        ct_leaves, ct_spec = flatten(cotangents)
+        if ct_spec != out_spec:  # (a dict's cotangents in another key order went by position)
+            raise RuntimeError(
+                "vjp_fn: expected the cotangents to have the structure of f's outputs (as in "
+                "torch.func): outputs %s, cotangents %s" % (
+                    structure(out_spec, len(out_leaves)), structure(ct_spec, len(ct_leaves))))
         cts = []
         for o, c in zip(out_leaves, ct_leaves):
             c = as_tensor(c)
@@ -320,9 +323,11 @@ def jvp(f, primals, tangents, has_aux=False):
     if not isinstance(primals, tuple) or not isinstance(tangents, tuple):
         raise TypeError("jvp: primals and tangents must be tuples (as in torch.func)")
     p_leaves, spec = flatten(primals)
-    t_leaves, _ = flatten(tangents)
-    if len(p_leaves) != len(t_leaves):
-        raise ValueError("jvp: %d primals and %d tangents" % (len(p_leaves), len(t_leaves)))
+    t_leaves, t_spec = flatten(tangents)
+    if t_spec != spec:  # (a dict's tangents in another key order went by position)
+        raise RuntimeError("jvp: expected the tangents to have the structure of the primals (as "
+                           "in torch.func): primals %s, tangents %s"
+                           % (structure(spec, len(p_leaves)), structure(t_spec, len(t_leaves))))
     level, batch = ForwardLevel(), innermost_batch()
     inputs = []
     for p, t in zip(p_leaves, t_leaves):

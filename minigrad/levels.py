@@ -43,6 +43,16 @@ def _build(spec, leaves):
     return children if spec[0] is list else sequence(spec[0], children)
 
 
+class _Leaf:
+    def __repr__(self):
+        return "*"
+
+
+def structure(spec, count):
+    """A tree of `spec`'s shape with `count` leaves written *, for error messages."""
+    return repr(unflatten(spec, [_Leaf()] * count))
+
+
 def sequence(kind, items):
     """A list or tuple of type `kind` (or a subclass) holding `items`: a namedtuple takes them
     one argument each."""

@@ -1284,3 +1284,28 @@ def test_vmap_of_grad_of_max_routes_each_examples_gradient_by_its_own_nans_like_
     mine = func.vmap(func.grad(lambda r: r.max()))(minigrad.Tensor(x))
     theirs = tf.vmap(tf.grad(lambda r: r.max()))(torch.tensor(x))
     np.testing.assert_array_equal(mine.data, theirs.numpy())
+
+
+@pytest.mark.parametrize("lib", ["minigrad", "torch"])
+def test_cotangents_and_tangents_must_have_the_structure_like_torch_func(lib):
+    """vjp_fn and jvp counted leaves alone: a dict's cotangents or tangents in another key
+    order were taken by position (a silently wrong [2, 30] for [3, 20]), and a list stood for
+    a tuple. torch.func raises for any other structure, and so does minigrad now."""
+    F_, T = (func, lambda a: minigrad.Tensor(np.asarray(a))) if lib == "minigrad" else (
+        tf, torch.tensor)
+    x, p, q = T([0.5, -1.0]), T([0.0, 10.0]), T([1.0, 0.0])
+    _, vjp_fn = F_.vjp(lambda x: {"p": x * 2, "q": x * 3}, x)
+    np.testing.assert_allclose(_np(vjp_fn({"p": p, "q": q})[0]), [3.0, 20.0])
+    with pytest.raises(RuntimeError, match="structure"):
+        vjp_fn({"q": q, "p": p})
+    _, vjp_fn = F_.vjp(lambda x: (x * 2, x * 3), x)
+    with pytest.raises(RuntimeError, match="structure"):
+        vjp_fn([p, q])
+    _, vjp_fn = F_.vjp(lambda x: x * 2, x)
+    with pytest.raises(RuntimeError, match="structure"):
+        vjp_fn((p,))
+    g = lambda d: d["p"] * 2 + d["q"] * 3  # noqa: E731
+    np.testing.assert_allclose(_np(F_.jvp(g, ({"p": x, "q": x},), ({"p": p, "q": q},))[1]),
+                               [3.0, 20.0])
+    with pytest.raises(RuntimeError, match="structure"):
+        F_.jvp(g, ({"p": x, "q": x},), ({"q": q, "p": p},))
