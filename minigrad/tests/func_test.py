@@ -1309,3 +1309,11 @@ def test_cotangents_and_tangents_must_have_the_structure_like_torch_func(lib):
                                [3.0, 20.0])
     with pytest.raises(RuntimeError, match="structure"):
         F_.jvp(g, ({"p": x, "q": x},), ({"q": q, "p": p},))
+
+
+def test_a_tangent_takes_its_primals_dtype_like_torch_func():
+    x, v = np.array([0.5, -1.0]), np.array([1.0, 2.0], np.float32)
+    mine = func.jvp(lambda a: a * 2, (minigrad.Tensor(x),), (minigrad.Tensor(v),))[1]
+    theirs = tf.jvp(lambda a: a * 2, (torch.tensor(x),), (torch.tensor(v),))[1]
+    assert mine.dtype == np.float64 and theirs.dtype == torch.float64
+    np.testing.assert_array_equal(mine.data, theirs.numpy())
