@@ -225,7 +225,7 @@ def _folded_vjp(live, inputs, level, fold, create_graph, since):
     of k over that: fold's rows (b * k + j) as (j, b), batched by a level of their own, so
     that each rule runs once over both batches (as for an unbatched graph, jacrev outside
     vmap). The gradients go back to fold's rows."""
-    k = fold.size // level.size
+    k = fold.rows_per(level)
     inner = BatchLevel(k)
     with suspended([lv for lv in _State.transforms if lv.batched]):
         cts = []

@@ -307,8 +307,20 @@ class FoldLevel(BatchLevel):
 
     def __init__(self, outer, factor):
         super().__init__(outer.size * factor)
-        self.outer = outer
+        self.outer, self.factor = outer, factor
         self.ancestors = (outer,) + outer.ancestors
+
+    def rows_per(self, level):
+        """How many of this level's rows each row of `level` (an enclosing level) becomes: the
+        product of the factors between (counted: a quotient of sizes fails for an empty
+        batch); for None (an unbatched tensor), every row."""
+        if level is None:
+            return self.size
+        count, inner = 1, self
+        while inner is not level:
+            count *= inner.factor
+            inner = inner.outer
+        return count
 
     def process(self, cls, args):
         if not any(a.__class__ is Tensor and a._batch is self for a in args):
@@ -343,7 +355,7 @@ class FoldLevel(BatchLevel):
     def lift(self, t):
         """t, batched by an enclosing level (or by none), as batched by this one: each row
         repeated (or t, for every row)."""
-        count = self.size // (1 if t._batch is None else t._batch.size)
+        count = self.rows_per(t._batch)
         # Each jvp's tangent of t is lifted too (recursively, so that a tangent's own
         # tangents under the jvps outside it come along: jacfwd of a jvp of a vmap), and given
         # to the copy: a jvp that saw the copy made would derive its tangent with the jvps
@@ -387,7 +399,7 @@ class FoldLevel(BatchLevel):
     def unfold(self, t):
         """The inverse of fold: t as batched by the enclosing level, this batch first."""
         with suspended((self,) + self.ancestors):
-            copy = ops.Reshape.apply(t, (self.outer.size, self.size // self.outer.size)
+            copy = ops.Reshape.apply(t, (self.outer.size, self.factor)
                                      + t.data.shape[1:])
         mark_batched(copy, self.outer)
         return copy

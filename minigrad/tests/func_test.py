@@ -1317,3 +1317,19 @@ def test_a_tangent_takes_its_primals_dtype_like_torch_func():
     theirs = tf.jvp(lambda a: a * 2, (torch.tensor(x),), (torch.tensor(v),))[1]
     assert mine.dtype == np.float64 and theirs.dtype == torch.float64
     np.testing.assert_array_equal(mine.data, theirs.numpy())
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (0, 2, 3), (2, 0, 3)], ids=str)
+@pytest.mark.parametrize("name", ["jacrev", "jacfwd", "hessian", "vmap"])
+def test_nested_transforms_over_an_empty_batch_like_torch_func(name, shape):
+    """A vmap inside a vmap of 0 examples raised ZeroDivisionError: the nested level found
+    its factor as a quotient of batch sizes."""
+    inner = {"jacrev": lambda F: F.jacrev(lambda t: t.tanh()),
+             "jacfwd": lambda F: F.jacfwd(lambda t: t.tanh()),
+             "hessian": lambda F: F.hessian(lambda t: t.tanh().sum()),
+             "vmap": lambda F: F.vmap(lambda t: t.tanh())}[name]
+    x = np.random.default_rng(0).standard_normal(shape)
+    make = (lambda F: F.vmap(F.vmap(inner(F)))) if len(shape) == 3 else (lambda F: F.vmap(inner(F)))
+    mine, theirs = make(func)(minigrad.Tensor(x)), make(tf)(torch.tensor(x))
+    assert mine.shape == tuple(theirs.shape)
+    np.testing.assert_allclose(mine.data, theirs.numpy(), **TOL)
