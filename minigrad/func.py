@@ -270,7 +270,7 @@ def _unrecorded(tree):
                                 else x for x in leaves])
 
 
-def _select(args, argnums):
+def _select(args, argnums, kwargs):
     if not isinstance(argnums, (int, tuple)) or (
             isinstance(argnums, tuple) and not all(isinstance(i, int) for i in argnums)):
         raise RuntimeError("argnums must be int or Tuple[int, ...], got: %s" % type(argnums))
@@ -288,15 +288,15 @@ def _select(args, argnums):
             full = list(args)
             for i, d in zip(nums, diff):
                 full[i] = d
-            return f(*full)
+            return f(*full, **kwargs)  # (keyword arguments passed through, as torch.func's)
         return g
     return nums, call_with
 
 
 def grad(f, argnums=0, has_aux=False):
     """The gradient of f's scalar output with respect to the argument(s) `argnums`."""
-    def wrapped(*args):
-        nums, call_with = _select(args, argnums)
+    def wrapped(*args, **kwargs):
+        nums, call_with = _select(args, argnums, kwargs)
         result = _vjp(call_with(f), [args[i] for i in nums], has_aux, check_outputs=False)
         out = result[0]
         batched = isinstance(out, Tensor) and out._batch is not None and out._batch is innermost_batch()
@@ -431,8 +431,8 @@ def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
         raise ValueError("jacrev: chunk_size must be None or a positive int, got %r"
                          % (chunk_size,))
 
-    def wrapped(*args):
-        nums, call_with = _select(args, argnums)
+    def wrapped(*args, **kwargs):
+        nums, call_with = _select(args, argnums, kwargs)
         trees = _trees(args, nums)
         _real("jacrev", "inputs", [x for xs, _ in trees for x in xs])
         primals = [unflatten(spec, xs) for xs, spec in trees]
@@ -483,8 +483,8 @@ def jacfwd(f, argnums=0, has_aux=False):
     Every column comes from one forward pass, vmap of jvp over the basis of tangents of all
     the input tensors, the primal unbatched (as torch.func's), inside vmap too (a nested
     vmap); a forward pass per column where a Function of the user's has no batching rule."""
-    def wrapped(*args):
-        nums, call_with = _select(args, argnums)
+    def wrapped(*args, **kwargs):
+        nums, call_with = _select(args, argnums, kwargs)
         trees = _trees(args, nums)
         leaves = [x for xs, _ in trees for x in xs]
         _real("jacfwd", "inputs", leaves)
@@ -601,8 +601,9 @@ def _per_leaf(dims, leaves, spec):
 def vmap(f, in_dims=0, out_dims=0):
     """f over a batch: in_dims says which dim of each argument is the batch (None: shared; a
     tree of dims for an argument that is a tree), out_dims where the batch goes in each output.
-    Each operation runs once over the batch."""
-    def wrapped(*args):
+    Each operation runs once over the batch. Keyword arguments reach f as they are, unbatched
+    (as torch.func's)."""
+    def wrapped(*args, **kwargs):
         outer = innermost_batch()
         size, prepared = None, []
         for arg, dims in zip(args, _per_arg(in_dims, args, "in_dims")):
@@ -637,7 +638,7 @@ def vmap(f, in_dims=0, out_dims=0):
                         leaves[k] = t = level.adopt(t)
                     level.inputs.append(id(t))
         with level:
-            out = f(*[unflatten(spec, leaves) for leaves, spec, _ in prepared])
+            out = f(*[unflatten(spec, leaves) for leaves, spec, _ in prepared], **kwargs)
         out_leaves, spec = flatten(out)
         if isinstance(out_dims, (int, type(None))):
             dims = [out_dims] * len(out_leaves)

@@ -1333,3 +1333,29 @@ def test_nested_transforms_over_an_empty_batch_like_torch_func(name, shape):
     mine, theirs = make(func)(minigrad.Tensor(x)), make(tf)(torch.tensor(x))
     assert mine.shape == tuple(theirs.shape)
     np.testing.assert_allclose(mine.data, theirs.numpy(), **TOL)
+
+
+@pytest.mark.parametrize("name", ["grad", "vmap", "vmap(grad)", "jacrev", "jacfwd", "hessian"])
+def test_keyword_arguments_reach_f_as_they_are_like_torch_func(name):
+    """grad and vmap raised TypeError for keyword arguments, which torch.func's pass to f
+    (neither differentiated nor batched). jacrev, jacfwd and hessian pass them too (torch's
+    take none: compared with functools.partial there)."""
+    make = {"grad": lambda F, f: F.grad(f, argnums=1), "vmap": lambda F, f: F.vmap(f),
+            "vmap(grad)": lambda F, f: F.vmap(F.grad(f)), "jacrev": lambda F, f: F.jacrev(f),
+            "jacfwd": lambda F, f: F.jacfwd(f, argnums=(0, 1)),
+            "hessian": lambda F, f: F.hessian(f)}[name]
+
+    def f(x, y, scale=1.0, shift=None):
+        return ((x * y).tanh() * scale + shift).sum()
+    rng = np.random.default_rng(0)
+    x, y, shift = rng.standard_normal((4, 3)), rng.standard_normal((4, 3)), rng.standard_normal(3)
+    mine = make(func, f)(minigrad.Tensor(x), minigrad.Tensor(y), scale=2.0,
+                         shift=minigrad.Tensor(shift))
+    theirs = make(tf, lambda x, y: f(x, y, scale=2.0, shift=torch.tensor(shift)))(
+        torch.tensor(x), torch.tensor(y))
+    mine, theirs = (mine, theirs) if isinstance(mine, tuple) else ((mine,), (theirs,))
+    for m, t in zip(mine, theirs):
+        np.testing.assert_allclose(_np(m), _np(t), **TOL)
+    if name in ("grad", "vmap"):  # torch's own pass-through gives the same
+        same = make(tf, f)(torch.tensor(x), torch.tensor(y), scale=2.0, shift=torch.tensor(shift))
+        np.testing.assert_allclose(_np(same), _np(theirs[0]), **TOL)
