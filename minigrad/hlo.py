@@ -363,6 +363,11 @@ class _Compiled:
                 return True
         return False
 
+    def tracked(self):
+        """Whether a tensor the program holds as a constant requires grad (a model's
+        parameters that f closes over), so that the outputs must carry a gradient to it."""
+        return _State.enabled and any(t._requires_grad for t, _, _ in self.captured)
+
     def __call__(self, arrays):
         """The program's outputs as tensors; _OtherTypes (before running it) for arrays of
         other shapes or dtypes than it takes."""
@@ -379,20 +384,33 @@ class _Compiled:
         return results
 
 
+def _eagerly(f, args):
+    """f run as it is, its graph recorded: a program's outputs carry no gradient, so where
+    an argument or a tensor f closes over requires grad, grad(jit(f)) or a backward after it
+    would silently give zeros (jax.jit and torch.compile differentiate through instead)."""
+    warnings.warn("hlo.jit(%s): runs f uncompiled, as tensors it takes or closes over require "
+                  "grad (a compiled program's outputs carry none); take the gradient inside "
+                  "the jitted function, jit(grad(f)), to compile the backward too"
+                  % getattr(f, "__name__", f), stacklevel=3)
+    return f(*args)
+
+
 class _OtherTypes(Exception):
     """Arrays of other shapes or dtypes than a compiled program takes."""
 
 
-def _structure(tree, arrays, key):
+def _structure(tree, arrays, key, tracked):
     """Appends tree's arrays (a Tensor's data, or a jit output's device buffer), in flatten's
     order, to `arrays`, and to `key` its structure: each container's type and length (or
     keys), each other leaf's repr. With the arrays' shapes and dtypes, it selects a compiled
-    program."""
+    program. Appends to `tracked` each tensor that requires grad."""
     if isinstance(tree, Tensor):
         # A jit output passes its device buffer (no transfer): unread, or read on the host
         # while its data is still the buffer's view.
         array = unread_buffer(tree)
         if array is None:
+            if tree._requires_grad:
+                tracked.append(tree)
             array = tree.data
             view = getattr(tree, "_buffer", None)
             if view is not None and array.base is view:
@@ -405,11 +423,11 @@ def _structure(tree, arrays, key):
     elif isinstance(tree, (list, tuple)):
         key.append((type(tree), len(tree)))
         for t in tree:
-            _structure(t, arrays, key)
+            _structure(t, arrays, key, tracked)
     elif isinstance(tree, dict):
         key.append((dict, tuple(tree)))
         for k in tree:
-            _structure(tree[k], arrays, key)
+            _structure(tree[k], arrays, key, tracked)
     else:
         key.append(repr(tree))
 
@@ -446,11 +464,15 @@ def jit(f, donate_argnums=()):
             # sees its operations (the enclosing jit compiles them into its own program); its
             # program would read the whole batch, or the trace's values, as constants.
             return f(*args)
-        arrays, key = [], []
-        _structure(args, arrays, key)
+        arrays, key, tracked = [], [], []
+        _structure(args, arrays, key, tracked)
+        if tracked and _State.enabled:
+            return _eagerly(f, args)
         key = tuple(key)
         compiled = last.get(key)
         if compiled is not None and not (compiled.captured and compiled.stale()):
+            if compiled.tracked():
+                return _eagerly(f, args)
             try:
                 return compiled(arrays)
             except _OtherTypes:
@@ -467,6 +489,8 @@ def jit(f, donate_argnums=()):
                         "program serves every value" % getattr(f, "__name__", f), stacklevel=2)
             compiled = cache[signature] = _Compiled(f, args, donate_argnums)
         last[key] = compiled
+        if compiled.tracked():
+            return _eagerly(f, args)
         return compiled(arrays)
     run.compiled = cache
     return run

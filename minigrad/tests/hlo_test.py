@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import minigrad
-from minigrad import func, hlo, tensor
+from minigrad import func, hlo, nn, tensor
 from minigrad import functional as F
 from minigrad.tests.op_table import CASES
 from minigrad.tests.torch_compare import MinigradLib
@@ -153,7 +153,7 @@ def test_jit_outputs_fed_back_stay_on_the_device_and_inputs_changed_in_place_are
     buffer = tensor.unread_buffer(t)
     assert buffer is not None  # not read on the host
     arrays, key = [], []
-    hlo._structure((t,), arrays, key)
+    hlo._structure((t,), arrays, key, [])
     assert arrays[0] is buffer  # the buffer itself: no transfer
     assert tensor.unread_buffer(t) is buffer  # and still unread
     np.testing.assert_allclose(j(t).data, (a * 2 + 1) * 2 + 1)  # fed back
@@ -162,7 +162,7 @@ def test_jit_outputs_fed_back_stay_on_the_device_and_inputs_changed_in_place_are
     with pytest.raises(ValueError):
         out[0, 0] = 7.0
     arrays.clear()
-    hlo._structure((t,), arrays, key)
+    hlo._structure((t,), arrays, key, [])
     assert arrays[0] is buffer  # read on the host: still passed as its buffer
     np.testing.assert_allclose(j(t).data, (a * 2 + 1) * 2 + 1)
     np.testing.assert_allclose(j(out).data, (a * 2 + 1) * 2 + 1)  # the array: copied in
@@ -556,3 +556,31 @@ def test_a_tensor_copied_by_tensor_inside_jit_or_vmap_is_refused_or_watched():
     np.testing.assert_array_equal(scaled(x).data, [1.0, 2.0])
     w.mul_(3)
     np.testing.assert_array_equal(scaled(x).data, [3.0, 6.0])
+
+
+def test_gradients_through_a_jitted_function_are_eagers():
+    """grad, vjp and jacrev of a jitted function, and a backward through a jitted forward
+    that closes over a model's parameters, were silently zero: a program's outputs carry no
+    gradient. Where a tensor it takes or closes over requires grad, jit runs f as it is (with
+    a warning), as jax.jit and torch.compile give the gradient through; under no_grad, or
+    for tensors that require none, it compiles."""
+    x = minigrad.Tensor(np.array([1.0, 2.0]))
+    with pytest.warns(UserWarning, match="uncompiled"):
+        np.testing.assert_array_equal(func.grad(hlo.jit(lambda x: (x * x).sum()))(x).data, [2, 4])
+    with pytest.warns(UserWarning, match="uncompiled"):
+        np.testing.assert_array_equal(func.jacrev(hlo.jit(lambda x: x * x))(x).data,
+                                      [[2, 0], [0, 4]])
+    model = nn.MLP([3, 4, 2], rng=np.random.default_rng(0))
+    forward = hlo.jit(lambda x: model(x))
+    inputs, target = minigrad.Tensor(np.ones((5, 3))), np.array([0, 1, 0, 1, 1])
+    with pytest.warns(UserWarning, match="uncompiled"):
+        F.cross_entropy(forward(inputs), target).backward()
+    grads = [p.grad.data.copy() for p in model.parameters()]
+    for p in model.parameters():
+        p.grad = None
+    F.cross_entropy(model(inputs), target).backward()
+    for g, p in zip(grads, model.parameters()):
+        np.testing.assert_array_equal(g, p.grad.data)
+    with minigrad.no_grad():
+        np.testing.assert_allclose(forward(inputs).data, model(inputs).data, rtol=1e-12)
+    assert len(forward.compiled) == 1  # (the trace above, run under no_grad)
