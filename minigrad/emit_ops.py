@@ -10,6 +10,7 @@ import numpy as np
 
 from minigrad import functional as F
 from minigrad import ops
+from minigrad.dtypes import _operands
 from minigrad.tensor import Tensor
 
 _TYPES = {"f4": "f32", "f8": "f64", "i8": "i64", "i4": "i32", "i2": "i16", "i1": "i8",
@@ -57,8 +58,10 @@ class Emitter:
                 array.tolist()).replace("True", "true").replace("False", "false")
         else:
             flat = np.ascontiguousarray(array).reshape(-1)
-            splat = flat.size and (flat == flat[0]).all() and not np.isnan(flat[0]) or (
-                flat.size and np.isnan(flat).all())
+            # One value for all when every element has the first's bytes (== would take -0.0
+            # for 0.0: a closed-over [0., -0.] became [0., 0.])
+            rows = flat.view(np.uint8).reshape(flat.size, flat.itemsize)
+            splat = flat.size and (rows == rows[0]).all()
             body = '"0x%s"' % (flat[:1] if splat else flat).tobytes().hex().upper()
         return self.op("stablehlo.constant dense<%s>" % body, array.shape, array.dtype)
 
@@ -126,7 +129,9 @@ def _compare(em, args, out):
     if ufunc is np.logical_and:
         return em.op("stablehlo.and %s, %s" % (em.operand(a, out.shape, bool),
                                                 em.operand(b, out.shape, bool)), out.shape, bool)
-    dtype = np.result_type(a.data if isinstance(a, Tensor) else a, b.data if isinstance(b, Tensor) else b)
+    # In the dtype eager compares in (torch's promotion: float32 [n] == a 0-d float64 0.1 in
+    # float32; NumPy's result_type found them unequal in float64)
+    dtype = np.result_type(*_operands(a, b))
     names = [em.operand(v, out.shape, dtype) for v in (a, b)]
     return em.op("stablehlo.compare %s, %s" % (_DIRECTIONS[ufunc], ", ".join(names)), out.shape,
                  bool, [em.type(out.shape, dtype)] * 2)

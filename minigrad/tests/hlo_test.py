@@ -584,3 +584,26 @@ def test_gradients_through_a_jitted_function_are_eagers():
     with minigrad.no_grad():
         np.testing.assert_allclose(forward(inputs).data, model(inputs).data, rtol=1e-12)
     assert len(forward.compiled) == 1  # (the trace above, run under no_grad)
+
+
+@pytest.mark.parametrize("op", ["==", "!=", ">", "<", ">=", "<="])
+def test_jit_compares_in_eagers_promoted_dtype(op):
+    """The program compared in NumPy's result_type: float32 [n] == a 0-d float64 0.1 was False
+    (compared in float64), True in eager (and torch: in float32); float32 16777216 == int64
+    16777217 likewise."""
+    compare = eval("lambda a, b: a %s b" % op)
+    values = {"f32": np.array([0.1, 16777216.0, -0.0, np.nan], np.float32),
+              "f64": np.array([0.1, 16777217.0, 0.0, np.nan]),
+              "i64": np.array([0, 16777217, 0, 3]), "bool": np.array([True, False, False, True]),
+              "f64 0-d": np.array(0.1), "i64 0-d": np.array(16777217)}
+    for a in values.values():
+        for b in values.values():
+            eager = compare(minigrad.Tensor(a), minigrad.Tensor(b)).data
+            np.testing.assert_array_equal(hlo.jit(compare)(a, b).data, eager)
+
+
+def test_jit_keeps_eagers_signed_zeros_in_constants():
+    """A constant whose elements all compared equal became one value: [0., -0.] was [0., 0.]."""
+    c = minigrad.Tensor(np.array([0.0, -0.0]))
+    out = hlo.jit(lambda x: x / c)(np.ones(2)).data
+    np.testing.assert_array_equal(out, [np.inf, -np.inf])
