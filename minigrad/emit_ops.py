@@ -95,7 +95,9 @@ class Emitter:
 
     def reduce(self, name, shape, dtype, axes, kind):
         """Reduces `axes` of a (shape, dtype) value with stablehlo.add, maximum, minimum or or."""
-        if kind in ("add", "or"):
+        if np.dtype(dtype) == bool and kind in ("maximum", "minimum"):  # (no iinfo for bool)
+            kind, init = ("or", False) if kind == "maximum" else ("and", True)
+        elif kind in ("add", "or"):
             init = 0
         elif np.dtype(dtype).kind == "f":
             init = -np.inf if kind == "maximum" else np.inf
@@ -252,7 +254,8 @@ def _basic_index(index, shape):
     """(start, limit, stride) per dim, the sliced shape before ints are dropped; or None for
     advanced or reversed indexing (not exported)."""
     index = index if isinstance(index, tuple) else (index,)
-    if any(isinstance(i, (np.ndarray, list, Tensor)) for i in index):
+    # (a bool is a mask, an advanced index, as NumPy and torch read it: not the int 1)
+    if any(isinstance(i, (np.ndarray, list, Tensor, bool, np.bool_)) for i in index):
         return None
     explicit = [i for i in index if i is not None and i is not Ellipsis]
     if Ellipsis in index:
@@ -288,7 +291,7 @@ def _index(em, args, out):
 def _index_add(em, args, out):
     a, index, shape = args
     limits = _basic_index(index, shape)
-    if limits is None or (isinstance(index, tuple) and len(set(map(id, index))) != len(index)):
+    if limits is None:  # (a basic index selects each element once: its gradient is a pad)
         raise NotImplementedError("hlo: the gradient of indexing is exported for basic "
                                   "indexing only, not %r" % (index,))
     sliced = tuple(len(range(s, l, st)) for s, l, st in limits)

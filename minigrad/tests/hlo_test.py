@@ -607,3 +607,18 @@ def test_jit_keeps_eagers_signed_zeros_in_constants():
     c = minigrad.Tensor(np.array([0.0, -0.0]))
     out = hlo.jit(lambda x: x / c)(np.ones(2)).data
     np.testing.assert_array_equal(out, [np.inf, -np.inf])
+
+
+def test_jit_of_bool_max_and_indexing_like_eager():
+    """max and argmax of a bool tensor raised ValueError (np.iinfo of bool); a gradient of
+    x[0, 0] raised NotImplementedError (the two 0s are one object, taken for a repeated
+    index); x[True] was read as x[1], an MLIR error, and is a clear NotImplementedError."""
+    b = np.array([[True, False], [False, False]])
+    for f in (lambda x: x.max(), lambda x: x.max(0)[0], lambda x: x.max(1)[1]):
+        np.testing.assert_array_equal(hlo.jit(f)(b).data, f(minigrad.Tensor(b)).data)
+    x = np.arange(6.0).reshape(2, 3)
+    for index in ((0, 0), (1, slice(0, 3, 2)), (Ellipsis, 2)):
+        g = func.grad(lambda t: (t[index] * 3).sum())
+        np.testing.assert_array_equal(hlo.jit(g)(x).data, g(minigrad.Tensor(x)).data)
+    with pytest.raises(NotImplementedError, match="basic indexing"):
+        hlo.jit(lambda t: t[True])(x)
