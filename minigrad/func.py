@@ -338,8 +338,6 @@ def jvp(f, primals, tangents, has_aux=False):
                                 % (what, v.dtype))
         if t.shape != x.shape:
             raise ValueError("jvp: tangent of shape %s for a primal of shape %s" % (t.shape, x.shape))
-        if t.dtype != x.dtype and t.dtype.kind == x.dtype.kind:  # (the primal's precision, as
-            t = ops.Cast.apply(t, x.dtype)  # torch's: a float32 tangent of a float64 primal)
         if batch is not None and x._batch is batch and t._batch is not batch:
             # Under vmap, a shared tangent of a batched primal gets the batch dim too, so that a
             # backward pass run on the whole batch can carry it: by operations, which the

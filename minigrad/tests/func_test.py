@@ -1311,12 +1311,18 @@ def test_cotangents_and_tangents_must_have_the_structure_like_torch_func(lib):
         F_.jvp(g, ({"p": x, "q": x},), ({"q": q, "p": p},))
 
 
-def test_a_tangent_takes_its_primals_dtype_like_torch_func():
-    x, v = np.array([0.5, -1.0]), np.array([1.0, 2.0], np.float32)
-    mine = func.jvp(lambda a: a * 2, (minigrad.Tensor(x),), (minigrad.Tensor(v),))[1]
-    theirs = tf.jvp(lambda a: a * 2, (torch.tensor(x),), (torch.tensor(v),))[1]
-    assert mine.dtype == np.float64 and theirs.dtype == torch.float64
-    np.testing.assert_array_equal(mine.data, theirs.numpy())
+@pytest.mark.parametrize("primal, tangent", [("float32", "float64"), ("float64", "float32")])
+def test_a_tangent_keeps_its_dtype_like_torch_func(primal, tangent):
+    """torch's make_dual keeps the tangent's dtype, and an operation computes its tangent in
+    it: a cast to the primal's made x * 3's tangent 3.0000003576 where torch's is
+    3.000000476837158. (torch then casts an operation's tangent to its output's dtype, where
+    minigrad keeps the tangent's: the values agree.)"""
+    x, v = np.array([0.5, -1.0], primal), np.array([1 + 1e-7, 2.0], tangent)
+    for f in (lambda a: a, lambda a: a * 3):
+        mine = func.jvp(f, (minigrad.Tensor(x),), (minigrad.Tensor(v),))[1]
+        theirs = tf.jvp(f, (torch.tensor(x),), (torch.tensor(v),))[1]
+        np.testing.assert_array_equal(mine.data, theirs.numpy())
+    assert func.jvp(lambda a: a, (minigrad.Tensor(x),), (minigrad.Tensor(v),))[1].dtype == tangent
 
 
 @pytest.mark.parametrize("shape", [(0, 3), (0, 2, 3), (2, 0, 3)], ids=str)
