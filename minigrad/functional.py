@@ -337,10 +337,6 @@ def linear(x, weight, bias=None):
         _check_tensor("linear", "input", x)  # the first that is not a Tensor raises
         _check_tensor("linear", "weight", weight)
         _check_tensor("linear", "bias", bias)
-    if weight.ndim == 1:  # one output feature, its dim dropped: x @ weight, as torch allows
-        if bias is not None:
-            raise RuntimeError("linear: a 1-D weight (shape %s) takes no bias (as in torch); add "
-                               "the bias to the result, or pass a weight of shape (1, %d)"
-                               % (tuple(weight.shape), weight.shape[0]))
-        return x @ weight
+    if weight.ndim == 1:  # one output feature, its dim dropped: x @ weight (+ a 0-d bias)
+        return x @ weight if bias is None else x @ weight + bias
     return Linear.apply(x, weight, bias)

@@ -962,12 +962,14 @@ def test_linear_with_no_features_or_a_1d_weight_has_torchs_gradients(x_shape, w_
                                        expected.numpy(), rtol=1e-12)
 
 
-def test_linear_with_a_1d_weight_and_a_bias_raises_like_torch():
-    x, w, b = np.ones((4, 3)), np.ones(3), np.ones(())
-    with pytest.raises(RuntimeError, match="1-D weight"):
-        F.linear(minigrad.Tensor(x), minigrad.Tensor(w), minigrad.Tensor(b))
-    with pytest.raises(RuntimeError):
-        torch.nn.functional.linear(torch.tensor(x), torch.tensor(w), torch.tensor(b))
+@pytest.mark.parametrize("x_shape", [(4,), (2, 3, 4)], ids=str)
+def test_linear_with_a_1d_weight_and_a_0d_bias_like_torch(x_shape):
+    """torch takes a 0-d bias beside a 1-D weight (not for a 2-D input, where addmm refuses
+    it; minigrad computes that one too)."""
+    rng = np.random.default_rng(0)
+    assert_matches_torch(lambda lib, x, w, b: lib.linear(x, w, b),
+                         [rng.standard_normal(x_shape), rng.standard_normal(4),
+                          np.array(rng.standard_normal())], rtol=1e-12)
 
 
 @pytest.mark.parametrize("exponent", [0, 0.0, "tensor"])
