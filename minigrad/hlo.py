@@ -24,8 +24,9 @@ import numpy as np
 
 from minigrad import autograd
 from minigrad.emit_ops import EMIT, Emitter, targets_out_of_range
+from minigrad.function import Function
 from minigrad.functional import check_target
-from minigrad.grad_mode import _State
+from minigrad.grad_mode import _State, enable_grad
 from minigrad.levels import Level, Suspend, flatten, sequence, unflatten
 from minigrad.tensor import OnDevice, Tensor, host_view, on_device, unread_buffer
 
@@ -364,9 +365,9 @@ class _Compiled:
         return False
 
     def tracked(self):
-        """Whether a tensor the program holds as a constant requires grad (a model's
-        parameters that f closes over), so that the outputs must carry a gradient to it."""
-        return _State.enabled and any(t._requires_grad for t, _, _ in self.captured)
+        """The tensors the program holds as constants that require grad (a model's
+        parameters that f closes over): its outputs must carry a gradient to them."""
+        return [t for t, _, _ in self.captured if t._requires_grad]
 
     def __call__(self, arrays):
         """The program's outputs as tensors; _OtherTypes (before running it) for arrays of
@@ -384,15 +385,41 @@ class _Compiled:
         return results
 
 
-def _eagerly(f, args):
-    """f run as it is, its graph recorded: a program's outputs carry no gradient, so where
-    an argument or a tensor f closes over requires grad, grad(jit(f)) or a backward after it
-    would silently give zeros (jax.jit and torch.compile differentiate through instead)."""
-    warnings.warn("hlo.jit(%s): runs f uncompiled, as tensors it takes or closes over require "
-                  "grad (a compiled program's outputs carry none); take the gradient inside "
-                  "the jitted function, jit(grad(f)), to compile the backward too"
-                  % getattr(f, "__name__", f), stacklevel=3)
-    return f(*args)
+class _Recomputed(Function):
+    """One output of a compiled call whose arguments or closed-over tensors require grad:
+    the program's value, and a backward that runs f again, recorded, for the gradient (a
+    program's outputs carry none: grad(jit(f)), or a backward through a jitted forward of a
+    model, gave zeros). As jax.jit and torch.compile, jit differentiates through; the forward
+    stays compiled (a jitted step that takes the gradient inside never runs this backward).
+    `tracked` (the tensors that require grad) are the node's inputs; `args` are saved, so
+    that an in-place change to one before the backward raises, as a saved tensor's does."""
+
+    @staticmethod
+    def forward(ctx, value, call, index, *tracked):
+        ctx.call, ctx.index = call, index  # call: (f, its args, the tensors among them)
+        ctx.save_for_backward(*call[2])
+        return Tensor._wrap(value.data)
+
+    @staticmethod
+    def backward(ctx, grad):
+        ctx.saved_tensors  # raises if an argument changed in place since
+        f, args, _ = ctx.call
+        tracked = ctx.inputs[3:]
+        create_graph = _State.enabled
+        with enable_grad():
+            out = flatten(f(*args))[0][ctx.index]
+        grads = autograd.grad(out, tracked, grad, allow_unused=True, create_graph=create_graph)
+        return (None, None, None) + tuple(grads)
+
+
+def _differentiable(outs, f, args, tracked):
+    """jit's outputs, each floating one a _Recomputed node's (see there)."""
+    call = (f, args, [t for t in flatten(args)[0] if isinstance(t, Tensor)])
+    leaves, spec = flatten(outs)
+    return unflatten(spec, [
+        _Recomputed.apply(o, call, i, *tracked)
+        if isinstance(o, Tensor) and o.data.dtype.kind in "fc" else o
+        for i, o in enumerate(leaves)])
 
 
 class _OtherTypes(Exception):
@@ -466,17 +493,15 @@ def jit(f, donate_argnums=()):
             return f(*args)
         arrays, key, tracked = [], [], []
         _structure(args, arrays, key, tracked)
-        if tracked and _State.enabled:
-            return _eagerly(f, args)
         key = tuple(key)
         compiled = last.get(key)
         if compiled is not None and not (compiled.captured and compiled.stale()):
-            if compiled.tracked():
-                return _eagerly(f, args)
             try:
-                return compiled(arrays)
+                outs = compiled(arrays)
             except _OtherTypes:
                 pass
+            else:
+                return _with_gradients(outs, f, args, tracked, compiled)
         signature = key + tuple((a.shape, np.dtype(a.dtype)) for a in arrays)
         compiled = cache.get(signature)
         if compiled is None or compiled.captured and compiled.stale():
@@ -489,8 +514,16 @@ def jit(f, donate_argnums=()):
                         "program serves every value" % getattr(f, "__name__", f), stacklevel=2)
             compiled = cache[signature] = _Compiled(f, args, donate_argnums)
         last[key] = compiled
-        if compiled.tracked():
-            return _eagerly(f, args)
-        return compiled(arrays)
+        return _with_gradients(compiled(arrays), f, args, tracked, compiled)
     run.compiled = cache
     return run
+
+
+def _with_gradients(outs, f, args, tracked, compiled):
+    """outs, differentiable where grad mode is on and a tensor f takes (`tracked`) or the
+    program holds requires grad."""
+    if not _State.enabled:
+        return outs
+    if compiled.captured:
+        tracked = tracked + compiled.tracked()
+    return _differentiable(outs, f, args, tracked) if tracked else outs

@@ -2,6 +2,7 @@
 
 import collections
 import gc
+import warnings
 
 import numpy as np
 import pytest
@@ -9,6 +10,7 @@ import pytest
 import minigrad
 from minigrad import func, hlo, nn, tensor
 from minigrad import functional as F
+from minigrad.levels import flatten
 from minigrad.tests.op_table import CASES
 from minigrad.tests.torch_compare import MinigradLib
 
@@ -561,29 +563,52 @@ def test_a_tensor_copied_by_tensor_inside_jit_or_vmap_is_refused_or_watched():
 def test_gradients_through_a_jitted_function_are_eagers():
     """grad, vjp and jacrev of a jitted function, and a backward through a jitted forward
     that closes over a model's parameters, were silently zero: a program's outputs carry no
-    gradient. Where a tensor it takes or closes over requires grad, jit runs f as it is (with
-    a warning), as jax.jit and torch.compile give the gradient through; under no_grad, or
-    for tensors that require none, it compiles."""
+    gradient. The outputs are differentiable now (as jax.jit's and torch.compile's), the
+    forward still compiled: a backward runs f again, recorded (hlo._Recomputed)."""
+    square = hlo.jit(lambda x: x * x)
     x = minigrad.Tensor(np.array([1.0, 2.0]))
-    with pytest.warns(UserWarning, match="uncompiled"):
-        np.testing.assert_array_equal(func.grad(hlo.jit(lambda x: (x * x).sum()))(x).data, [2, 4])
-    with pytest.warns(UserWarning, match="uncompiled"):
-        np.testing.assert_array_equal(func.jacrev(hlo.jit(lambda x: x * x))(x).data,
-                                      [[2, 0], [0, 4]])
+    np.testing.assert_array_equal(func.grad(lambda x: square(x).sum())(x).data, [2, 4])
+    np.testing.assert_array_equal(func.jacrev(square)(x).data, [[2, 0], [0, 4]])
+    np.testing.assert_array_equal(func.hessian(lambda x: (square(x) * x).sum())(x).data,
+                                  [[6, 0], [0, 12]])  # (a second order, through the recompute)
+    assert len(square.compiled) == 1
     model = nn.MLP([3, 4, 2], rng=np.random.default_rng(0))
     forward = hlo.jit(lambda x: model(x))
     inputs, target = minigrad.Tensor(np.ones((5, 3))), np.array([0, 1, 0, 1, 1])
-    with pytest.warns(UserWarning, match="uncompiled"):
-        F.cross_entropy(forward(inputs), target).backward()
+    F.cross_entropy(forward(inputs), target).backward()
     grads = [p.grad.data.copy() for p in model.parameters()]
     for p in model.parameters():
         p.grad = None
     F.cross_entropy(model(inputs), target).backward()
     for g, p in zip(grads, model.parameters()):
-        np.testing.assert_array_equal(g, p.grad.data)
+        np.testing.assert_allclose(g, p.grad.data, rtol=1e-12)
+    with minigrad.no_grad():  # (nothing to differentiate: plain outputs)
+        assert not forward(inputs).requires_grad
+    y = minigrad.Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    out = square(y)
     with minigrad.no_grad():
-        np.testing.assert_allclose(forward(inputs).data, model(inputs).data, rtol=1e-12)
-    assert len(forward.compiled) == 1  # (the trace above, run under no_grad)
+        y.add_(1.0)  # changed in place before the backward: an error, as for a saved tensor
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        out.sum().backward()
+
+
+def test_a_jitted_step_with_parameters_that_require_grad_stays_compiled():
+    """The step takes the gradient inside (jit(grad)): given a model's own parameters (which
+    require grad), it ran uncompiled for a while, 3x slower; its outputs are differentiable
+    and equal eager's."""
+    model = nn.MLP([6, 8, 3], rng=np.random.default_rng(0))
+    params = list(model.parameters())
+    x, y = minigrad.Tensor(np.random.default_rng(1).normal(size=(5, 6))), np.array([0, 1, 2, 0, 1])
+    step = _mlp_step(0.5)
+    compiled = hlo.jit(step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no warning: it compiles)
+        mine = compiled(params, x, y)
+    theirs = step(params, x, y)
+    assert len(compiled.compiled) == 1
+    for m, t in zip(flatten(mine)[0], flatten(theirs)[0]):
+        np.testing.assert_allclose(m.data, t.data, rtol=1e-10)
+        assert m.requires_grad == t.requires_grad
 
 
 @pytest.mark.parametrize("op", ["==", "!=", ">", "<", ">=", "<="])
