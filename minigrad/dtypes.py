@@ -42,9 +42,6 @@ def result_dtype(da, a_has_dims, db, b_has_dims):
     return high
 
 
-_ARRAYS = (np.ndarray, np.generic)
-
-
 def _operands(a, b):
     """The two operands' arrays (or numbers), cast to their common dtype when both are arrays.
     A boolean one is left as it is: NumPy promotes it exactly as torch does (to the other's
@@ -54,9 +51,7 @@ def _operands(a, b):
     # np.float64(2) stays float32); NumPy 2 would promote by its dtype.
     x = a.data if a.__class__ is Tensor else a.item() if isinstance(a, np.generic) else a
     y = b.data if b.__class__ is Tensor else b.item() if isinstance(b, np.generic) else b
-    # (a tensor's data may be a NumPy scalar: a ufunc's result on 0-d arrays; NumPy 2 would
-    # promote it by its dtype, float32 [n] + a float64 0-d loss giving float64)
-    if (isinstance(x, _ARRAYS) and isinstance(y, _ARRAYS) and x.dtype != y.dtype
+    if (isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and x.dtype != y.dtype
             and x.dtype.kind != "b" and y.dtype.kind != "b"):
         dtype = _result_dtype(x, y)
         x, y = x.astype(dtype, copy=False), y.astype(dtype, copy=False)
@@ -82,6 +77,9 @@ def wrapped_ints(x, y):
             return np.array(v, np.uint64 if v >= 1 << 63 else np.int64).astype(other.dtype)
         return v
     return wrap(x, y), wrap(y, x)
+
+
+_ARRAYS = (np.ndarray, np.generic)  # (a NumPy scalar operand, not a tensor's data)
 
 
 def division_operands(a, b):

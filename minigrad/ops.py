@@ -438,7 +438,7 @@ class Sum(Function):
         ctx.shape, ctx.axes, ctx.keepdim = a.shape, axes, keepdim
         # torch sums every integer and boolean dtype as int64 (NumPy: unsigned as uint64)
         dtype = np.int64 if a.data.dtype.kind in "bu" else None
-        return _wrap(np.asarray(a.data.sum(axis=axes, dtype=dtype, keepdims=keepdim)))
+        return _wrap(a.data.sum(axis=axes, dtype=dtype, keepdims=keepdim))
 
     @staticmethod
     def backward(ctx, grad):
@@ -454,7 +454,7 @@ class Mean(Function):
         axes = _axes("mean", dim, a.shape)
         ctx.shape, ctx.axes, ctx.keepdim = a.shape, axes, keepdim
         ctx.count = a.data.size if axes is None else int(np.prod([a.shape[i] for i in axes]))
-        return _wrap(np.asarray(a.data.mean(axis=axes, keepdims=keepdim)))
+        return _wrap(a.data.mean(axis=axes, keepdims=keepdim))
 
     @staticmethod
     def backward(ctx, grad):
