@@ -139,6 +139,18 @@ def _compare(em, args, out):
                  bool, [em.type(out.shape, dtype)] * 2)
 
 
+def _pow(em, args, out):
+    a, b = args
+    if out.dtype.kind in "iu" and isinstance(b, Tensor) and id(b) in em.names:
+        # eager refuses a negative integer exponent on every call (Pow.forward); a program
+        # would give 0 for one that the trace did not have
+        raise NotImplementedError(
+            "hlo: an integer power whose exponent comes from f's inputs is not exported: eager "
+            "refuses a negative exponent on each call, which the program cannot; use a float "
+            "base (x * 1.0), or pass the exponent as a Python number")
+    return _elementwise("power")(em, args, out)
+
+
 def _where(em, args, out):
     cond, a, b = args
     names = [em.operand(cond, out.shape, bool)] + [em.operand(v, out.shape, out.dtype) for v in (a, b)]
@@ -400,7 +412,7 @@ def _linear(em, args, out):
 EMIT = {
     ops.Add: _elementwise("add"), ops.Sub: _elementwise("subtract"),
     ops.Mul: _elementwise("multiply"), ops.Div: _elementwise("divide"),
-    ops.Pow: _elementwise("power"), ops.Where: _where, ops.Compare: _compare,
+    ops.Pow: _pow, ops.Where: _where, ops.Compare: _compare,
     ops.Neg: _unary("negate"), ops.Exp: _unary("exponential"), ops.Log: _unary("log"),
     ops.Tanh: _unary("tanh"), ops.Sigmoid: _unary("logistic"), ops.ReLU: _relu,
     ops.Alias: lambda em, args, out: em.value(args[0]),

@@ -647,3 +647,14 @@ def test_jit_of_bool_max_and_indexing_like_eager():
         np.testing.assert_array_equal(hlo.jit(g)(x).data, g(minigrad.Tensor(x)).data)
     with pytest.raises(NotImplementedError, match="basic indexing"):
         hlo.jit(lambda t: t[True])(x)
+
+
+def test_an_integer_power_of_a_traced_exponent_is_refused_not_zero():
+    """Traced with exponent [1], a call with [-1] gave [0]: eager refuses a negative integer
+    exponent on each call, and the program cannot. A constant exponent (checked by eager at
+    the trace) and float powers compile."""
+    with pytest.raises(NotImplementedError, match="integer power"):
+        hlo.jit(lambda a, b: a ** b)(np.array([2]), np.array([1]))
+    np.testing.assert_array_equal(hlo.jit(lambda a: a ** 3)(np.array([2])).data, [8])
+    np.testing.assert_array_equal(hlo.jit(lambda a, b: a ** b)(np.array([2.0]), np.array([-1.0])).data,
+                                  [0.5])
