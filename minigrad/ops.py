@@ -665,7 +665,7 @@ class SumTo(Function):
         axes = tuple(range(lead)) + tuple(
             lead + i for i, n in enumerate(shape) if n == 1 and a.shape[lead + i] != 1)
         out = a.data.sum(axis=axes, keepdims=True) if axes else a.data
-        return _wrap(np.asarray(out).reshape(shape))
+        return _wrap(out.reshape(shape))
 
     @staticmethod
     def backward(ctx, grad):
