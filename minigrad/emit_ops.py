@@ -288,12 +288,23 @@ def _basic_index(index, shape):
     return limits
 
 
+def _describe(index):
+    """An index as an error names it: arrays by shape and dtype, not their values (vmap's
+    cross_entropy indexes by a batch of targets, which printed in full)."""
+    def one(i):
+        if isinstance(i, (np.ndarray, Tensor)):
+            return "an array of shape %s and dtype %s" % (tuple(i.shape), i.dtype)
+        return "a list" if isinstance(i, list) else repr(i)
+    index = index if isinstance(index, tuple) else (index,)
+    return "[%s]" % ", ".join(one(i) for i in index)
+
+
 def _index(em, args, out):
     a, index = args
     limits = _basic_index(index, a.shape)
     if limits is None:
         raise NotImplementedError("hlo: only basic indexing (ints, slices with positive steps, "
-                                  "None, ...) is exported, not %r" % (index,))
+                                  "None, ...) is exported, not %s" % _describe(index))
     sliced = tuple(len(range(s, l, st)) for s, l, st in limits)
     text = "stablehlo.slice %s [%s]" % (em.value(a), ", ".join("%d:%d:%d" % x for x in limits))
     name = em.op(text, sliced, out.dtype, [em.type(a.shape, a.dtype)])
@@ -305,7 +316,7 @@ def _index_add(em, args, out):
     limits = _basic_index(index, shape)
     if limits is None:  # (a basic index selects each element once: its gradient is a pad)
         raise NotImplementedError("hlo: the gradient of indexing is exported for basic "
-                                  "indexing only, not %r" % (index,))
+                                  "indexing only, not %s" % _describe(index))
     sliced = tuple(len(range(s, l, st)) for s, l, st in limits)
     name = em.reshape(em.operand(a, a.shape, out.dtype), a.shape, out.dtype, sliced)
     low = [s for s, _, _ in limits]

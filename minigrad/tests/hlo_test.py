@@ -426,6 +426,10 @@ def test_what_is_not_exported_is_a_clear_error():
         hlo.export(lambda t: t.max(), x, grad=True)
     with pytest.raises(NotImplementedError, match="only basic indexing"):
         hlo.export(lambda t: t[np.array([0, 0])], x)
+    # an index array is named by shape and dtype, not printed in full
+    with pytest.raises(NotImplementedError, match=r"not \[an array of shape \(1000,\) and dtype "
+                       r"int64, slice\(None, 2, None\)\]$"):
+        hlo.export(lambda t: t[np.arange(1000) % 2, :2], x)
     # (max's forward is exported)
     np.testing.assert_allclose(hlo.jit(lambda t: t.max(dim=1))(x).values.data, [2.0, 5.0])
     with pytest.raises(ValueError, match="f must return one scalar tensor"):
