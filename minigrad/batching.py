@@ -192,31 +192,33 @@ def softmax(cls, args, batched):
     return cls.apply(x, F._dim(cls.op, x.shape[1:], dim) + 1)
 
 
-def _logits_and_target(logits, target, bl, bt, batch):
-    """cross_entropy's logits (batch, rows, classes) and checked class indices (batch, rows),
-    each batched or shared."""
-    target = np.asarray(target.data if isinstance(target, Tensor) else target)
+def _example_shape(logits, target, bl, bt):
+    """One example's logits shape (rows, classes), its targets' dtype and shape checked against
+    it in eager cross_entropy's words (F.Pick checks every example's values)."""
     shape = logits.shape[1:] if bl else logits.shape
-    if not bl:
-        logits = repeated(logits, batch)
-    F.check_target(shape, target[0] if bt else target)
-    if bt:
-        F.check_target((target.size,) + shape[1:], target.reshape(-1))
-    return logits, np.broadcast_to(target, (batch,) + shape[:1])
+    values = np.asarray(target.data if isinstance(target, Tensor) else target)
+    F.check_target(shape, np.zeros(values.shape[1:], values.dtype) if bt else values)
+    return shape
 
 
-def _rows(batch, rows):
-    return np.arange(batch)[:, None], np.arange(rows)[None, :]
+def _rows(value, batched, batch):
+    """A batched or shared (then repeated) value with the batch folded into its rows: a
+    Tensor stays one (a trace sees the class indices it picks by, and checks them as the
+    program runs), an array one."""
+    if not batched:
+        value = (repeated(value, batch) if isinstance(value, Tensor)
+                 else np.broadcast_to(value, (batch,) + np.shape(value)))
+    shape = (value.shape[0] * value.shape[1],) + tuple(value.shape[2:])
+    return ops.Reshape.apply(value, shape) if isinstance(value, Tensor) else np.reshape(value, shape)
 
 
 def cross_entropy(cls, args, batched):
     """Per-example loss: the mean over rows of -log_softmax at each row's target."""
     (logits, target), (bl, bt) = args, batched
     batch = (logits if bl else target).shape[0]
-    logits, target = _logits_and_target(logits, target, bl, bt, batch)
-    picked = ops.Index.apply(F.LogSoftmax.apply(logits, 2),
-                             _rows(batch, logits.shape[1]) + (target,))
-    return -ops.Mean.apply(picked, (1,))
+    rows = _example_shape(logits, target, bl, bt)[0]
+    picked = F.Pick.apply(F.LogSoftmax.apply(_rows(logits, bl, batch), 1), _rows(target, bt, batch))
+    return -ops.Mean.apply(ops.Reshape.apply(picked, (batch, rows)), (1,))
 
 
 def cross_entropy_grad(cls, args, batched):
@@ -224,13 +226,30 @@ def cross_entropy_grad(cls, args, batched):
     in recorded operations (differentiated again by hessian, or by a jvp's tangent rule)."""
     (logits, target, grad), (bl, bt, bg) = args[:3], batched[:3]
     batch = next(a for a, b in zip(args, batched) if b).shape[0]
-    logits, target = _logits_and_target(logits, target, bl, bt, batch)
-    onehot = np.zeros(logits.shape, logits.dtype)
-    onehot[_rows(batch, logits.shape[1]) + (target,)] = 1
-    scale = grad / logits.shape[1]
+    shape = _example_shape(logits, target, bl, bt)
+    probs = F.Softmax.apply(_rows(logits, bl, batch), 1)
+    onehot = F.PickGrad.apply(Tensor._wrap(np.ones(probs.shape[0], probs.dtype)),
+                              _rows(target, bt, batch), shape[1])
+    scale = grad / shape[0]
     if bg:
         scale = ops.Reshape.apply(scale, (batch, 1, 1))
-    return (F.Softmax.apply(logits, 2) - Tensor._wrap(onehot)) * scale
+    return ops.Reshape.apply(probs - onehot, (batch,) + tuple(shape)) * scale
+
+
+def pick(cls, args, batched):
+    (x, target), (bx, bt) = args, batched
+    batch = (x if bx else target).shape[0]
+    rows = x.shape[1] if bx else x.shape[0]
+    return ops.Reshape.apply(F.Pick.apply(_rows(x, bx, batch), _rows(target, bt, batch)),
+                             (batch, rows))
+
+
+def pick_grad(cls, args, batched):
+    (g, target, classes), (bg, bt) = args, batched[:2]
+    batch = (g if bg else target).shape[0]
+    rows = g.shape[1] if bg else g.shape[0]
+    return ops.Reshape.apply(F.PickGrad.apply(_rows(g, bg, batch), _rows(target, bt, batch),
+                                              classes), (batch, rows, classes))
 
 
 def linear(cls, args, batched):
@@ -255,7 +274,8 @@ RULES = {
     ops.MatMul: matmul, ops.Reshape: reshape, ops.Permute: permute, ops.Expand: expand,
     ops.SumTo: sum_to, ops.Index: index, ops.IndexAdd: index_add,
     F.Softmax: softmax, F.LogSoftmax: softmax, F.CrossEntropy: cross_entropy,
-    F.CrossEntropyGrad: cross_entropy_grad, F.Linear: linear,
+    F.CrossEntropyGrad: cross_entropy_grad, F.Pick: pick, F.PickGrad: pick_grad,
+    F.Linear: linear,
 }
 
 

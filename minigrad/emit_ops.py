@@ -354,8 +354,8 @@ def _softmax(log):
     return rule
 
 
-def _onehot(em, target, shape, dtype):
-    """(n, classes) of dtype: 1 at each row's target, else 0."""
+def _hits(em, target, shape):
+    """(n, classes) of bool: True at each row's target."""
     t = target if isinstance(target, Tensor) else Tensor._wrap(np.asarray(target))
     if id(t) in em.names:  # an input or computed from one: checked on each run, as eager checks
         # it (a constant passed eager's check at the trace)
@@ -364,8 +364,20 @@ def _onehot(em, target, shape, dtype):
     index = em.op("stablehlo.broadcast_in_dim %s, dims = [0]" % name, shape, t.dtype,
                   [em.type(t.shape, t.dtype)])
     iota = em.op("stablehlo.iota dim = 1", shape, t.dtype)
-    hit = em.op("stablehlo.compare EQ, %s, %s" % (index, iota), shape, bool, [em.type(shape, t.dtype)] * 2)
-    return em.cast(hit, shape, bool, dtype)
+    return em.op("stablehlo.compare EQ, %s, %s" % (index, iota), shape, bool, [em.type(shape, t.dtype)] * 2)
+
+
+def _onehot(em, target, shape, dtype):
+    """(n, classes) of dtype: 1 at each row's target, else 0."""
+    return em.cast(_hits(em, target, shape), shape, bool, dtype)
+
+
+def _picked(em, name, target, shape, dtype):
+    """The (n, classes) value `name` at each row's target, 0 elsewhere: a select (a product
+    with a one-hot would make a -inf log-probability elsewhere in the row NaN)."""
+    return em.op("stablehlo.select %s, %s, %s" % (_hits(em, target, shape), name,
+                                                 em.operand(0, shape, dtype)),
+                 shape, dtype, [em.type(shape, bool)] + [em.type(shape, dtype)] * 2)
 
 
 def targets_out_of_range(em, checks):
@@ -394,8 +406,7 @@ def _cross_entropy(em, args, out):
     shifted, _, total = _softmax_parts(em, x, shape, dtype, 1)
     logp = em.op("stablehlo.subtract %s, %s" % (shifted, em.op("stablehlo.log %s" % total, shape, dtype)),
                  shape, dtype)
-    picked = em.op("stablehlo.multiply %s, %s" % (logp, _onehot(em, target, shape, dtype)), shape, dtype)
-    total = em.reduce(picked, shape, dtype, (0, 1), "add")
+    total = em.reduce(_picked(em, logp, target, shape, dtype), shape, dtype, (0, 1), "add")
     return em.op("stablehlo.divide %s, %s" % (em.op("stablehlo.negate %s" % total, (), dtype),
                                                em.value(np.array(shape[0], dtype))), (), dtype)
 
@@ -409,6 +420,21 @@ def _cross_entropy_grad(em, args, out):
     scale = em.op("stablehlo.divide %s, %s" % (em.operand(grad, (), dtype),
                                                 em.value(np.array(shape[0], dtype))), (), dtype)
     return em.op("stablehlo.multiply %s, %s" % (diff, em.broadcast(scale, (), dtype, shape)), shape, dtype)
+
+
+def _pick(em, args, out):
+    x, target = args
+    shape = x.shape
+    return em.reduce(_picked(em, em.operand(x, shape, out.dtype), target, shape, out.dtype), shape,
+                     out.dtype, (1,), "add")
+
+
+def _pick_grad(em, args, out):
+    g, target, _ = args
+    shape = out.shape
+    spread = em.op("stablehlo.broadcast_in_dim %s, dims = [0]" % em.operand(g, g.shape, out.dtype),
+                   shape, out.dtype, [em.type(g.shape, out.dtype)])
+    return _picked(em, spread, target, shape, out.dtype)
 
 
 def _linear(em, args, out):
@@ -436,4 +462,5 @@ EMIT = {
     ops.SumTo: _sum_to, ops.Index: _index, ops.IndexAdd: _index_add,
     F.Softmax: _softmax(False), F.LogSoftmax: _softmax(True),
     F.CrossEntropy: _cross_entropy, F.CrossEntropyGrad: _cross_entropy_grad, F.Linear: _linear,
+    F.Pick: _pick, F.PickGrad: _pick_grad,
 }

@@ -240,6 +240,44 @@ class CrossEntropyGrad(Function):
         return g_logits, None, g_grad  # (none for log_probs: _pad)
 
 
+class Pick(Function):
+    """x[r, target[r]] for each row r of x (rows, classes): the value at each row's class
+    index, its targets checked as cross_entropy's. vmap's cross_entropy picks each example's
+    log-probabilities with it (batching.py): one node, where indexing by an array of targets
+    made two, and one that hlo exports, the targets an operand checked as the program runs."""
+
+    _forward_on_arrays = True
+
+    @staticmethod
+    def forward(ctx, x, target):
+        data = np.ascontiguousarray(x.data)  # (_picks index its rows flat)
+        target = _data(target)
+        check_target(data.shape, target)
+        return _wrap(data.reshape(-1)[_picks(data.shape[0], data.shape[1], target)])
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, target = ctx.inputs
+        return PickGrad.apply(grad, target, x.shape[1]), None
+
+
+class PickGrad(Function):
+    """Pick's gradient (rows, classes): grad[r] at each row's class index, 0 elsewhere."""
+
+    _forward_on_arrays = True
+
+    @staticmethod
+    def forward(ctx, grad, target, classes):
+        g = grad.data
+        out = np.zeros((g.shape[0], classes), g.dtype)
+        out.reshape(-1)[_picks(g.shape[0], classes, _data(target))] = g
+        return _wrap(out)
+
+    @staticmethod
+    def backward(ctx, g):
+        return Pick.apply(g, ctx.inputs[1]), None  # (none for classes: _pad)
+
+
 def cross_entropy(logits, target):
     """Mean cross-entropy of `logits` (batch, classes) against integer `target` (batch,); of one
     example's `logits` (classes,) against a 0-d `target`, as torch's (vmap's per-example loss)."""

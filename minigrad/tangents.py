@@ -84,6 +84,8 @@ RULES = {
         args[0], args[1], Tensor._wrap(np.ones((), args[0].dtype))) * t[0]).sum(),
     F.CrossEntropyGrad: lambda args, out, t: _total(out, *_softmax_grad(
         args[0], args[1], args[2], t[0], t[2])),
+    F.Pick: _linear(F.Pick.apply),
+    F.PickGrad: _linear(F.PickGrad.apply),
     F.Linear: lambda args, out, t: _total(out, *[
         None if t[0] is None else F.Linear.apply(t[0], args[1], None),
         None if t[1] is None else F.Linear.apply(args[0], t[1], None),

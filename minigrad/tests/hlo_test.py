@@ -123,6 +123,34 @@ def test_jit_of_per_example_gradients_equals_eager():
                                g(minigrad.Tensor(w), minigrad.Tensor(x)).data, **TOL)
 
 
+def test_jit_of_per_example_cross_entropy_reads_each_calls_targets():
+    """vmap's cross_entropy picked by indexing with the targets, which was not exported (and,
+    as an array, would have been compiled in). Now the targets are the program's operand:
+    vmap(grad), vmap(hessian) and a loss per example with two rows each equal eager for each
+    call's targets, a -inf logit elsewhere in a row stays finite, and a target out of range
+    raises eager's error."""
+    rng = np.random.default_rng(0)
+    w, x, x2 = rng.normal(size=(3, 4)), rng.normal(size=(5, 4)), rng.normal(size=(5, 2, 4))
+    loss = lambda w, xi, yi: F.cross_entropy(F.linear(xi, w), yi)
+    cases = [(func.vmap(func.grad(loss), in_dims=(None, 0, 0)), x),
+             (func.vmap(func.hessian(loss), in_dims=(None, 0, 0)), x),
+             (func.vmap(loss, in_dims=(None, 0, 0)), x2)]
+    for f, inputs in cases:
+        compiled = hlo.jit(f)
+        shape = inputs.shape[:-1]
+        for y in (rng.integers(0, 3, shape), rng.integers(0, 3, shape)):
+            np.testing.assert_allclose(
+                compiled(w, inputs, y).data,
+                f(minigrad.Tensor(w), minigrad.Tensor(inputs), minigrad.Tensor(y)).data, **TOL)
+        with pytest.raises(IndexError, match=r"target values must be in \[0, 3\)"):
+            compiled(w, inputs, np.full(shape, 3))
+    z = np.array([[0.0, -np.inf, 1.0], [2.0, 0.0, -np.inf]])
+    per_example = func.vmap(func.grad(lambda z, t: F.cross_entropy(z, t)))
+    expected = per_example(minigrad.Tensor(z), minigrad.Tensor(np.array([0, 1]))).data
+    assert np.isfinite(expected).all()
+    np.testing.assert_allclose(hlo.jit(per_example)(z, np.array([0, 1])).data, expected, **TOL)
+
+
 def test_0d_array_arguments_stay_0d_and_promote_as_in_eager():
     x, s = np.array([1.0, 2.0], np.float32), np.array(3.0)  # a 0-d float64 is a scalar to types
     eager = minigrad.Tensor(x) * minigrad.Tensor(s)
