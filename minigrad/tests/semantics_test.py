@@ -123,6 +123,56 @@ def test_gradcheck_names_the_input_whose_gradient_is_wrong():
         minigrad.gradcheck(WrongSecond.apply, (a, b))
 
 
+def test_gradcheck_passes_outputs_that_view_the_input_as_torch_does():
+    """An output viewing the input moved with each perturbation: finite differences of 0, and
+    correct functions (reshape, an index, the identity) failed."""
+    for f in (lambda t: t.reshape(-1), lambda t: t[0], lambda t: t, lambda t: (t.reshape(-1), t.sum())):
+        x = minigrad.Tensor(np.ones((2, 2)), requires_grad=True)
+        assert minigrad.gradcheck(f, x)
+        assert torch.autograd.gradcheck(f, torch.ones(2, 2, dtype=torch.float64, requires_grad=True))
+
+
+def test_gradcheck_checks_a_complex_outputs_imaginary_part():
+    """Only real directions were tried and the differences' imaginary parts were dropped: a
+    backward of zeros for x * 1j passed."""
+    class ZeroBackward(minigrad.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return minigrad.Tensor(x.data * 1j)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return minigrad.Tensor(np.zeros(grad.shape))
+
+    x = minigrad.Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    with pytest.raises(minigrad.GradcheckError, match=r"output 0 \(its imaginary part\)"):
+        minigrad.gradcheck(ZeroBackward.apply, x)
+    assert minigrad.gradcheck(lambda t: t * (1 + 2j) + (t * t).exp() * 1j, x)
+    with pytest.raises(ValueError, match="input 0 is complex"):
+        minigrad.gradcheck(lambda z: z * z, minigrad.Tensor([1 + 1j], requires_grad=True))
+
+
+def test_gradcheck_checks_the_outputs_that_require_grad_and_can_return_false():
+    """As torch's: an output that does not require grad beside one that does is not checked
+    (it failed); with none that does, the function fails; raise_exception=False returns
+    False; an expanded or read-only input is a clear error, not a false mismatch."""
+    x = minigrad.Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    assert minigrad.gradcheck(lambda t: (t * t, (t * 3).detach(), t.max(0)[1]), x)
+    assert minigrad.gradcheck(lambda t: (t * 3).detach(), x, raise_exception=False) is False
+    with pytest.raises(minigrad.GradcheckError):
+        minigrad.gradcheck(lambda t: (t * 3).detach(), x)
+    expanded = minigrad.tensor.from_numpy(np.broadcast_to(np.ones(1), (3,)))
+    expanded.requires_grad = True
+    with pytest.raises(ValueError, match="stride 0"):
+        minigrad.gradcheck(lambda t: t * t, expanded)
+    frozen = np.ones(3)
+    frozen.flags.writeable = False
+    read_only = minigrad.tensor.from_numpy(frozen)
+    read_only.requires_grad = True
+    with pytest.raises(ValueError, match="read-only"):
+        minigrad.gradcheck(lambda t: t * t, read_only)
+
+
 def test_gradcheck_works_on_a_non_contiguous_input():
     base = np.random.default_rng(0).normal(size=(4, 6))
     x = minigrad.tensor.from_numpy(base[:, ::2].T)  # a strided view, not a copy
