@@ -989,6 +989,39 @@ def test_0d_results_of_operations_update_in_place_and_accumulate_like_torch():
     np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-15)
 
 
+def test_sgd_checks_its_params_and_steps_a_0d_parameter_with_momentum_and_decay_as_torch():
+    """SGD(w) of one tensor iterated its rows (tensors of their own, .grad always None): step()
+    trained nothing, silently. Non-tensors failed only in step(), non-leaves and negative
+    momentum or weight decay were taken; a 0-d parameter with both momentum and weight decay
+    raised TypeError on the second step."""
+    w = minigrad.Tensor(np.ones(3), requires_grad=True)
+    for lib, make in ((minigrad, lambda: w), (torch, lambda: torch.ones(3, requires_grad=True))):
+        sgd = optim.SGD if lib is minigrad else torch.optim.SGD
+        with pytest.raises(TypeError):
+            sgd(make(), lr=0.1)
+        with pytest.raises(TypeError):
+            sgd([make(), 1.0], lr=0.1)
+        with pytest.raises(ValueError, match="non-leaf"):
+            sgd([make() * 2], lr=0.1)
+        for bad in ({"momentum": -1}, {"weight_decay": -1}):
+            with pytest.raises(ValueError):
+                sgd([make()], lr=0.1, **bad)
+    model = minigrad.nn.MLP([2, 3, 1], rng=np.random.default_rng(0))
+    assert optim.SGD(model.named_parameters(), lr=0.1).params == model.parameters()
+    with pytest.raises(ValueError, match="NaN"):
+        optim.SGD([w], lr=float("nan"))
+    results = []
+    for lib, sgd in ((minigrad, optim.SGD), (torch, torch.optim.SGD)):
+        b = (minigrad.Tensor if lib is minigrad else torch.tensor)(1.0, requires_grad=True)
+        opt = sgd([b], lr=0.1, momentum=0.9, weight_decay=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            (b * b).backward()
+            opt.step()
+        results.append(b.item())
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-15)
+
+
 @pytest.mark.parametrize("x_shape, w_shape", [
     ((2, 3, 4), (0, 4)), ((2, 3, 0), (5, 0)), ((4,), (0, 4)), ((0,), (5, 0)), ((2, 0, 4), (5, 4)),
     ((4, 3), (3,)), ((3,), (3,)), ((2, 5, 3), (3,))], ids=str)
