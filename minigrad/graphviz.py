@@ -4,8 +4,10 @@
     minigrad.draw_graph(loss, "graph.svg")  # also renders it, where Graphviz's `dot` exists
 
 Boxes are Functions (grad_fn nodes, named as in repr: MulBackward), ellipses
-are leaf tensors with their shapes (filled when they require grad); edges run
-from inputs to the operation that used them, ending at the output.
+are the leaf tensors that require grad (parameters) with their shapes; tensors
+that do not (inputs, constants) are left out, as the backward never reaches
+them. Edges run from inputs to the operation that used them, ending at the
+output.
 """
 
 import os
@@ -61,15 +63,21 @@ def draw_graph(tensor, path=None):
 def _write(dot, path):
     if path is None:
         return dot
-    stem, ext = os.path.splitext(path)
-    fmt = ext.lstrip(".").lower()
+    fmt = os.path.splitext(path)[1].lstrip(".").lower()
     if fmt in ("dot", "gv"):
         with open(path, "w") as f:
             f.write(dot.source)
         return dot
+    if fmt not in graphviz.FORMATS:
+        raise ValueError("draw_graph: %r names no format Graphviz renders; end the path in .svg, "
+                         ".png, .pdf or .dot" % path)
+    # Piped and written here: render() wrote the DOT text to the path without its extension
+    # and then deleted it (cleanup), a user's file of that name among them.
     try:
-        dot.render(stem, format=fmt, cleanup=True)
+        image = dot.pipe(format=fmt)
     except graphviz.ExecutableNotFound:
         raise RuntimeError("rendering %s needs Graphviz's `dot` program (Debian: apt-get install "
                            "graphviz); write a .dot file instead" % path) from None
+    with open(path, "wb") as f:
+        f.write(image)
     return dot

@@ -37,6 +37,20 @@ def test_writes_dot_and_svg(tmp_path):
         assert "<svg" in (tmp_path / "g.svg").read_text()
 
 
+def test_rendering_leaves_a_file_named_as_the_path_without_its_extension_alone(tmp_path):
+    """render() wrote the DOT text to `model` for `model.svg` and deleted it: a user's file of
+    that name was lost. A path naming no format is a clear error."""
+    (tmp_path / "model").write_text("the user's")
+    try:
+        minigrad.draw_graph(small_graph(), str(tmp_path / "model.svg"))
+    except RuntimeError:  # (no Graphviz `dot` here: nothing rendered)
+        pass
+    assert (tmp_path / "model").read_text() == "the user's"
+    for path in ("model.txt", "model"):
+        with pytest.raises(ValueError, match="names no format"):
+            minigrad.draw_graph(small_graph(), str(tmp_path / path))
+
+
 def test_rejects_non_tensors():
     with pytest.raises(TypeError, match="minigrad Tensor"):
         minigrad.draw_graph(np.ones(3))
