@@ -279,8 +279,10 @@ def main(argv=None):
     parser.add_argument("--jacobians", action=argparse.BooleanOptionalAction, default=True,
                         help="time jacrev, jacfwd and hessian against torch.func (default on)")
     args = parser.parse_args(argv)
-    if min(args.batches) < 1 or args.rounds < 1 or args.round_seconds <= 0 or args.threads < 1:
-        parser.error("batch sizes, rounds and threads must be positive")
+    if (min(args.batches) < 1 or args.rounds < 1 or not 0 < args.round_seconds < np.inf
+            or args.threads < 1 or args.hidden < 1 or args.per_example_batch < 0):
+        parser.error("batch sizes, rounds, threads, --hidden and --round-seconds must be "
+                     "positive, --per-example-batch not negative")
     _limit_threads(args.threads)
 
     import torch

@@ -147,8 +147,11 @@ class Linear(Module):
     """y = x @ weight.T + bias, with torch's layout (weight is (out, in)) and init."""
 
     def __init__(self, in_features, out_features, bias=True, dtype=np.float32, rng=None):
+        if in_features < 0 or out_features < 0:
+            raise ValueError("Linear: in_features and out_features must not be negative, got %d "
+                             "and %d" % (in_features, out_features))
         rng = np.random.default_rng() if rng is None else rng
-        bound = 1.0 / np.sqrt(in_features)
+        bound = 1.0 / np.sqrt(in_features) if in_features else 0.0  # (as torch's, for no inputs)
         self.weight = Tensor(rng.uniform(-bound, bound, (out_features, in_features)).astype(dtype),
                              requires_grad=True)
         self.bias = (Tensor(rng.uniform(-bound, bound, out_features).astype(dtype), requires_grad=True)

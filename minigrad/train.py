@@ -80,6 +80,23 @@ def plot(losses, path, title):
     plt.close(fig)
 
 
+def _plot_path(parser, plot):
+    """Where --plot writes, relative to where bazel run was called from: a folder that exists
+    and a format matplotlib writes (PNG, its default, where the name has no extension)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    path = os.path.join(os.environ.get("BUILD_WORKING_DIRECTORY", ""), plot)
+    ext = os.path.splitext(path)[1].lstrip(".").lower()
+    if not ext:
+        path += ".png"
+    elif ext not in FigureCanvasBase.get_supported_filetypes():
+        parser.error("--plot: matplotlib writes no .%s files; use .png, .svg or .pdf" % ext)
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        parser.error("--plot: the folder %s does not exist" % folder)
+    return path
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=100, help="full-batch steps (default 100)")
@@ -90,10 +107,11 @@ def main(argv=None):
                         help="where to write the loss curve PNG (default %(default)s, relative "
                              "to the directory bazel run was called from)")
     args = parser.parse_args(argv)
-    if args.steps < 1 or args.hidden < 1 or args.lr <= 0:
-        parser.error("--steps and --hidden must be positive integers and --lr a positive number")
+    if args.steps < 1 or args.hidden < 1 or not 0 < args.lr < np.inf or args.seed < 0:
+        parser.error("--steps and --hidden must be positive integers, --lr a positive finite "
+                     "number and --seed not negative")
+    path = _plot_path(parser, args.plot)  # (checked before training, not after it)
     _, losses, acc = train(args.steps, args.hidden, args.lr, args.seed, progress=True)
-    path = os.path.join(os.environ.get("BUILD_WORKING_DIRECTORY", ""), args.plot)
     plot(losses, path, "minigrad MLP 64-%d-10 on digits: test accuracy %.1f%%"
          % (args.hidden, 100 * acc))
     print("loss %.4f -> %.4f over %d steps; test accuracy %.2f%%; loss curve: %s"

@@ -54,7 +54,10 @@ def test_one_batch_prints_every_implementation_and_ratio():
 
 
 def test_bad_arguments_are_usage_errors():
-    for bad in (["--batches", "0"], ["--rounds", "0"], ["--threads", "0"]):
+    # (--per-example-batch -5 timed x_train[:-5], 1342 examples, as "batch -5"; --hidden 0
+    # raised OverflowError deep in nn.Linear)
+    for bad in (["--batches", "0"], ["--rounds", "0"], ["--threads", "0"],
+                ["--per-example-batch", "-5"], ["--hidden", "0"], ["--round-seconds", "nan"]):
         out = run(*bad)
         assert out.returncode == 2 and "usage:" in out.stderr, bad
 

@@ -1045,6 +1045,17 @@ def test_linear_with_no_features_or_a_1d_weight_has_torchs_gradients(x_shape, w_
                                        expected.numpy(), rtol=1e-12)
 
 
+def test_a_linear_layer_with_no_inputs_builds_as_torchs():
+    """nn.Linear(0, 3) raised OverflowError (an init bound of 1/sqrt(0)); torch's builds, its
+    bias 0. Negative sizes are a clear error."""
+    for lib, make in ((minigrad, minigrad.nn.Linear), (torch, torch.nn.Linear)):
+        layer = make(0, 3)
+        assert tuple(layer.weight.shape) == (3, 0), lib
+        np.testing.assert_array_equal(np.asarray(layer.bias.data), np.zeros(3))
+    with pytest.raises(ValueError, match="must not be negative"):
+        minigrad.nn.Linear(-1, 3)
+
+
 @pytest.mark.parametrize("x_shape", [(4,), (2, 3, 4)], ids=str)
 def test_linear_with_a_1d_weight_and_a_0d_bias_like_torch(x_shape):
     """torch takes a 0-d bias beside a 1-D weight (not for a 2-D input, where addmm refuses

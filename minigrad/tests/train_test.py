@@ -1,6 +1,7 @@
 """Training on real digits: the loss falls at every full-batch step, test accuracy >= 95%."""
 
 import numpy as np
+import pytest
 
 from minigrad.train import load_digits_split, main, train
 
@@ -26,3 +27,19 @@ def test_cli_writes_a_loss_curve_png(tmp_path, monkeypatch, capsys):
     png = (tmp_path / "curve.png").read_bytes()
     assert png.startswith(b"\x89PNG")
     assert "test accuracy" in capsys.readouterr().out
+
+
+def test_cli_refuses_bad_arguments_before_training(tmp_path, monkeypatch, capsys):
+    """--lr nan trained 100 steps to a NaN loss; a --plot in a missing folder or of a format
+    matplotlib does not write failed after training, with a traceback; --plot out wrote
+    out.png and printed `out`."""
+    monkeypatch.setenv("BUILD_WORKING_DIRECTORY", str(tmp_path))
+    for bad in (["--lr", "nan"], ["--lr", "inf"], ["--seed", "-1"],
+                ["--plot", "missing/curve.png"], ["--plot", "curve.txt"]):
+        with pytest.raises(SystemExit) as exit_:
+            main(["--steps", "1"] + bad)
+        assert exit_.value.code == 2, bad
+        assert "training" not in capsys.readouterr().err, bad  # (refused before the first step)
+    main(["--steps", "1", "--plot", "curve"])
+    assert (tmp_path / "curve.png").read_bytes().startswith(b"\x89PNG")
+    assert capsys.readouterr().out.rstrip().endswith("curve.png")
