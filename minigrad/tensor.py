@@ -5,6 +5,7 @@ gradient rules live there, and autograd.py walks the graph they record.
 """
 
 import collections
+import numbers
 import warnings
 
 import numpy as np
@@ -48,7 +49,7 @@ class Tensor:
         if self.data.dtype == object and isinstance(data, (list, tuple)):
             # one-element tensors in a list are numbers, as torch.tensor takes them
             self.data = np.array(_numbers(data), dtype=dtype)
-        if self.data.dtype == object:
+        if self.data.dtype.kind in "OSUV":  # (strings and bytes too, as torch refuses them)
             raise TypeError("Tensor data must be numeric, got %r" % (data,))
         self.grad = None
         self.grad_fn = None
@@ -88,6 +89,11 @@ class Tensor:
             raise RuntimeError("requires_grad can be changed only on leaf tensors; use detach()")
         self._requires_grad = bool(value)
 
+    def requires_grad_(self, requires_grad=True):
+        """Sets requires_grad in place and returns the tensor, as torch's."""
+        self.requires_grad = requires_grad
+        return self
+
     @property
     def is_leaf(self):
         return self.grad_fn is None
@@ -123,6 +129,15 @@ class Tensor:
     def numel(self):
         return int(np.prod(self.shape))
 
+    def size(self, dim=None):
+        """The shape, or one dim's length, as torch's."""
+        if dim is None:
+            return self.shape
+        if not -len(self.shape) <= dim < len(self.shape):
+            raise IndexError("size: dim %d is out of range for a tensor of %d dimensions"
+                             % (dim, len(self.shape)))
+        return self.shape[dim]
+
     def __len__(self):
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
@@ -150,9 +165,23 @@ class Tensor:
     def item(self):
         self._refuse_unreadable("item()")
         if self.data.size != 1:
-            raise ValueError("item() needs a tensor with one element, this one has %d"
-                             % self.data.size)
+            raise RuntimeError("a Tensor with %d elements cannot be converted to Scalar (item() "
+                               "needs one element, as in torch)" % self.data.size)
         return self.data.item()
+
+    def __format__(self, spec):
+        # f"{loss:.4f}": a 0-d tensor formats as its number, as torch's (it raised TypeError)
+        if self.data.ndim == 0:
+            return self.item().__format__(spec)
+        return object.__format__(self, spec)
+
+    def __contains__(self, element):
+        """`element in t`: whether any element equals it, as torch's."""
+        if not isinstance(element, (Tensor, numbers.Number, np.generic)):
+            raise RuntimeError("Tensor.__contains__ only supports Tensor or scalar, but you passed "
+                               "in a %s" % type(element).__name__)
+        self._refuse_unreadable("`in`")
+        return bool((self == element).data.any())
 
     # float(t), int(t), complex(t), and t as an index (range(t), xs[t]) for one element, with
     # torch's errors: a complex value is not a float or an int, and only an integer (or bool)
@@ -203,13 +232,15 @@ class Tensor:
         elif self._requires_grad:
             extra = ", requires_grad=True"
         body = np.array2string(self.data, separator=", ", prefix="tensor(")
+        if self.data.size == 0 and self.data.ndim > 1:  # ([] alone hides the shape, as in torch)
+            body += ", size=%s" % (tuple(self.data.shape),)
         return "tensor(%s%s)" % (body, extra)
 
     def __bool__(self):
         self._refuse_unreadable("bool()")
         if self.data.size != 1:
-            raise ValueError("the truth value of a tensor with %d elements is ambiguous"
-                             % self.data.size)
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous "
+                               "(%d elements)" % self.data.size)
         return bool(self.data)
 
     __hash__ = object.__hash__

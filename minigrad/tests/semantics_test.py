@@ -929,6 +929,32 @@ def test_a_second_backward_accumulates_into_the_same_grad_tensor_like_torch():
         assert x.grad.tolist() == [5.0, 7.0], lib
 
 
+def test_formatting_membership_and_conversion_errors_as_torch():
+    """f"{loss:.4f}" raised TypeError, `2 in t` raised (truth value of a tensor), item() and
+    bool() of several elements raised ValueError, an empty tensor's repr hid its shape, and
+    Tensor("1.5") made a string tensor; requires_grad_() and size() were missing."""
+    T = minigrad.Tensor
+    for lib, make in ((minigrad, T), (torch, torch.tensor)):
+        assert f"{make(1.5):.2f}" == "1.50", lib
+        with pytest.raises(TypeError):
+            f"{make([1.5]):.2f}"
+        assert 2 in make([[1, 2], [3, 4]]) and 5 not in make([[1, 2], [3, 4]]), lib
+        assert 0.1 in make(np.float32([0.1])) and make(1.0) in make([1.0, 2.0]), lib
+        with pytest.raises(RuntimeError, match="only supports Tensor or scalar"):
+            "a" in make([1.0])
+        for f in (lambda t: t.item(), bool):
+            with pytest.raises(RuntimeError):
+                f(make([1.0, 2.0]))
+        assert make(np.zeros(3)).requires_grad_().requires_grad, lib
+        assert make(np.zeros((2, 3))).size() == (2, 3) and make(np.zeros((2, 3))).size(-1) == 3
+        with pytest.raises(IndexError):
+            make(np.zeros((2, 3))).size(2)
+        with pytest.raises(TypeError):
+            make("1.5")
+    assert repr(T(np.zeros((0, 3)))) == "tensor([], size=(0, 3))"
+    assert repr(T(np.zeros(0))) == "tensor([])"
+
+
 def test_a_list_of_one_element_tensors_makes_a_tensor_like_torch():
     T = minigrad.Tensor  # (it raised "Tensor data must be numeric")
     assert T([T(1.0), T(2.0)]).tolist() == torch.tensor([torch.tensor(1.0), 2.0]).tolist()
