@@ -4,7 +4,7 @@
     kernels.warp_softmax(x, dim=-1)                   # the PyTorch operator (ops.py)
     kernels.warp_softmax_masked(x, mask, scale=0.125) # softmax(x * 0.125 + mask), one pass
     kernels.warp_softmax_masked_(x, mask, 0.125)      # the same written over x
-    kernels.cpu_isa()                                 # its CPU kernels' level: avx512, avx2, baseline
+    kernels.cpu_isa()                                 # its CPU kernels' level: avx512_bf16, avx512, avx2, baseline
     from kernels import warp_softmax_numpy            # the pybind11 module over ndarrays
     from kernels import tf_ops                        # the TensorFlow op (tf_ops.py)
 
@@ -29,6 +29,9 @@ def __getattr__(name):
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value  # later lookups skip this hook (an import_module call: ~6 us)
         return value
+    if name == "warp_softmax_numpy":  # `from kernels import` it found no built module: say how
+        from kernels.library import find
+        find(name + ".so")  # (raises ImportError naming the ./bazelw build command)
     raise AttributeError("module 'kernels' has no attribute %r" % name)
 
 

@@ -1,9 +1,9 @@
 """Benchmarks warp_softmax against torch.softmax, a torch.compile'd softmax and a copy.
 
-    bazel run //kernels:bench                          # CPU: every level, 1 and 2 threads, fp32 and bf16
-    bazel run //kernels:bench -- --isa avx2 --threads 2 --dtypes float32
-    bazel run //kernels:bench -- --device cuda --dtypes bfloat16 --plot gpu.png
-    bazel run //kernels:bench -- --device cuda --cuda-graph   # the kernels alone, no host time
+    ./bazelw run //kernels:bench                          # CPU: every level, 1 and 2 threads, fp32 and bf16
+    ./bazelw run //kernels:bench -- --isa avx2 --threads 2 --dtypes float32
+    ./bazelw run //kernels:bench -- --device cuda --dtypes bfloat16 --plot gpu.png
+    ./bazelw run //kernels:bench -- --device cuda --cuda-graph   # the kernels alone, no host time
 
 For each rows x cols: forward, backward, masked and training latency of each
 implementation ("masked": attention's softmax(x * 0.125 + mask) with a mask row

@@ -1,10 +1,10 @@
 """BERT inference (MiniLM-L6, transformers' BertModel): eager vs inductor vs the "warp" backend.
 
-    bazel run //kernels:bench_model                            # batch 8 x seq 128: a few minutes
-    bazel run //kernels:bench_model -- --full                  # batch 8-64 x seq 128-512
-    bazel run //kernels:bench_model -- --batches 8 16 --seqs 128 256 --dtypes bfloat16 --threads 1
-    bazel run //kernels:bench_model -- --backend-inner aot_eager   # warp hands its graph to aot_eager
-    bazel run //kernels:bench_model -- --dtypes float32 --attention eager --rounds 300 --round-seconds 0
+    ./bazelw run //kernels:bench_model                            # batch 8 x seq 128: a few minutes
+    ./bazelw run //kernels:bench_model -- --full                  # batch 8-64 x seq 128-512
+    ./bazelw run //kernels:bench_model -- --batches 8 16 --seqs 128 256 --dtypes bfloat16 --threads 1
+    ./bazelw run //kernels:bench_model -- --backend-inner aot_eager   # warp hands its graph to aot_eager
+    ./bazelw run //kernels:bench_model -- --dtypes float32 --attention eager --rounds 300 --round-seconds 0
                                             # one call of each a round: the tightest interval
 
 For each attention implementation (transformers' "eager", whose softmax the pass

@@ -3,8 +3,8 @@ PyTorch eager, hand-written NumPy), per-example gradients (minigrad vmap(grad), 
 vmap(grad), a Python loop of minigrad grad calls), and Jacobians with respect to one example's
 input (minigrad.func's jacrev, jacfwd, hessian against torch.func's).
 
-    bazel run //minigrad:bench
-    bazel run //minigrad:bench -- --batches 64 1347 --rounds 9 --threads 1 --clock cpu
+    ./bazelw run //minigrad:bench
+    ./bazelw run //minigrad:bench -- --batches 64 1347 --rounds 9 --threads 1 --clock cpu
 
 A step is forward, cross-entropy, backward and an SGD update, on the CPU in
 float32, at each batch size. The jit step is the same step traced into

@@ -1,6 +1,6 @@
 """Trains a 2-layer MLP on scikit-learn's digits with minigrad, full batch.
 
-    bazel run //minigrad:train -- --steps 100 --plot loss.png
+    ./bazelw run //minigrad:train -- --steps 100 --plot loss.png
 
 The 8x8 digits (1,797 images, 10 classes) are standardised with the training
 split's statistics; the split is fixed by --seed. Prints progress (tqdm) and

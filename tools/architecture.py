@@ -1,7 +1,7 @@
 """Draws which target uses which: the README's "How it fits together" picture, from `bazel query`.
 
-    python3 tools/architecture.py                  # writes docs/architecture.svg (and .dot)
-    python3 tools/architecture.py --out /tmp/arch  # elsewhere
+    tools/python tools/architecture.py                  # writes docs/architecture.svg (and .dot)
+    tools/python tools/architecture.py --out /tmp/arch  # elsewhere
 
 Nodes are the libraries and binaries of the packages (tests left out), one box per package;
 edges are direct dependencies among them, so the picture is the build graph itself, never a
