@@ -165,6 +165,17 @@ def _unary(kind):
     return rule
 
 
+def _sign(em, args, out):
+    """(x > 0) - (x < 0), as eager's Sign: stablehlo.sign gives NaN at NaN and -0.0 at -0.0,
+    torch's sign 0 at both."""
+    shape, dtype = out.shape, out.dtype
+    x, zero = em.operand(args[0], shape, dtype), em.operand(0, shape, dtype)
+    pos, neg = (em.cast(em.op("stablehlo.compare %s, %s, %s" % (direction, x, zero), shape, bool,
+                              [em.type(shape, dtype)] * 2), shape, bool, dtype)
+                for direction in ("GT", "LT"))
+    return em.op("stablehlo.subtract %s, %s" % (pos, neg), shape, dtype)
+
+
 def _relu(em, args, out):
     zero = em.operand(np.zeros((), out.dtype), out.shape, out.dtype)
     return em.op("stablehlo.maximum %s, %s" % (em.operand(args[0], out.shape, out.dtype), zero),
@@ -452,6 +463,7 @@ EMIT = {
     ops.Pow: _pow, ops.Where: _where, ops.Compare: _compare,
     ops.Neg: _unary("negate"), ops.Exp: _unary("exponential"), ops.Log: _unary("log"),
     ops.Tanh: _unary("tanh"), ops.Sigmoid: _unary("logistic"), ops.ReLU: _relu,
+    ops.Abs: _unary("abs"), ops.Sign: _sign,
     ops.Alias: lambda em, args, out: em.value(args[0]),
     ops.Detach: lambda em, args, out: em.value(args[0]),
     ops.Cast: lambda em, args, out: em.cast(em.value(args[0]), out.shape, args[0].dtype, out.dtype),

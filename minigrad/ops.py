@@ -559,6 +559,43 @@ class Sigmoid(_OfOutput):
         return grad * _conj(y * (1 - y))
 
 
+class Sign(Function):
+    """-1, 0 or 1, as torch.sign (0 at NaN and at -0.0, where NumPy's sign gives NaN and -0.0):
+    piecewise constant, its gradient zero."""
+
+    @staticmethod
+    def forward(ctx, a):
+        kind = a.dtype.kind
+        if kind == "c":
+            raise TypeError("sign: complex tensors are not ordered (as in torch, whose sgn is "
+                            "z / |z|); take the sign of their real part")
+        if kind == "b":
+            return _wrap(a.data.copy())  # (True's sign: True)
+        return _wrap(np.subtract(a.data > 0, a.data < 0, dtype=a.dtype))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return Where.apply(False, grad, 0)  # zeros, also where grad is inf or NaN (as torch's)
+
+
+class Abs(Function):
+    @staticmethod
+    def forward(ctx, a):
+        kind = a.dtype.kind
+        if kind in "bc":
+            raise TypeError("abs: %s tensors are not supported (%s)" % (
+                ("boolean", "as in torch") if kind == "b" else
+                ("complex", "minigrad defines no gradient of the modulus; take "
+                 "(z.real ** 2 + z.imag ** 2) ** 0.5 of the parts")))
+        ctx.save_for_backward(a)
+        return _wrap(np.abs(a.data))
+
+    @staticmethod
+    def backward(ctx, grad):
+        (a,) = ctx.saved_tensors
+        return grad * Sign.apply(a)  # (0 at 0, as torch's)
+
+
 class Log(Function):
     @staticmethod
     def forward(ctx, a):

@@ -61,6 +61,8 @@ RULES = {
     ops.Detach: lambda args, out, t: None,  # cut from differentiation
     ops.Argmax: lambda args, out, t: None,  # an index: no tangent
     ops.Neg: lambda args, out, t: -t[0],
+    ops.Abs: lambda args, out, t: t[0] * ops.Sign.apply(args[0]),
+    ops.Sign: lambda args, out, t: None,  # piecewise constant: no tangent
     ops.Conj: _linear(ops.Conj.apply),
     ops.Cast: _linear(ops.Cast.apply),
     ops.Exp: lambda args, out, t: t[0] * out,

@@ -347,6 +347,14 @@ class Tensor:
     def exp(self):
         return _ops.Exp.apply(self)
 
+    def abs(self):
+        return _ops.Abs.apply(self)
+
+    __abs__ = abs
+
+    def sign(self):
+        return _ops.Sign.apply(self)
+
     def log(self):
         return _ops.Log.apply(self)
 

@@ -54,4 +54,8 @@ CASES = {
     # detach: the same values (batched by vmap, traced by hlo), no gradient through one factor.
     "detach": (lambda L, a: a * a.detach().exp(), [arr(3, 4)]),
     "compare_mask": (lambda L, a, b: a * (a > b) + b * (a <= b) * (a != 0.5), [arr(3, 4), arr(4)]),
+    # (last: each entry draws its inputs in turn. abs times a: a second derivative, 2 sign(a),
+    # through abs's gradient rule)
+    "abs": (lambda L, a: a.abs() * a, [arr(3, 4)]),
+    "sign": (lambda L, a: a.sign() * a.exp(), [arr(3, 4)]),
 }

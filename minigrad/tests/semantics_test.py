@@ -8,7 +8,7 @@ import torch
 
 import minigrad
 from minigrad import functional as F
-from minigrad import hlo, optim
+from minigrad import func, hlo, optim
 from minigrad.tensor import from_numpy
 from minigrad.tests.torch_compare import assert_matches_torch
 
@@ -927,6 +927,30 @@ def test_a_second_backward_accumulates_into_the_same_grad_tensor_like_torch():
         (x * x).sum().backward(create_graph=True)
         assert held is not x.grad and held.tolist() == [3.0, 3.0], lib
         assert x.grad.tolist() == [5.0, 7.0], lib
+
+
+def test_abs_and_sign_as_torchs_at_zero_nan_and_for_integers():
+    """abs and sign were missing. torch's sign is 0 at NaN and -0.0 (NumPy's: NaN, -0.0), so
+    abs's gradient (grad * sign) is 0 there; sign's gradient is 0 even under an inf upstream
+    gradient; integers keep their dtype; jit computes the same."""
+    values = [0.0, -0.0, np.nan, -2.0, 3.0]
+    results = []
+    for lib, make in ((minigrad, minigrad.Tensor), (torch, torch.tensor)):
+        x = make(values, requires_grad=True)
+        x.abs().sum().backward()
+        y = make(values, requires_grad=True)
+        (y.sign() * float("inf")).sum().backward()
+        ints = make(np.array([-3, 0, 5], np.int32))
+        results.append((x.grad.tolist(), y.grad.tolist(), make(values).sign().tolist(),
+                        abs(ints).tolist(), ints.sign().tolist(), str(ints.abs().dtype)[-5:]))
+    np.testing.assert_equal(results[0], results[1])
+    np.testing.assert_array_equal(hlo.jit(lambda t: t.sign())(np.array(values)).data, results[1][2])
+    np.testing.assert_array_equal(hlo.jit(func.grad(lambda t: t.abs().sum()))(np.array(values)).data,
+                                  results[1][0])
+    for bad in (lambda: minigrad.Tensor([True]).abs(), lambda: minigrad.Tensor([1j]).abs(),
+                lambda: minigrad.Tensor([1j]).sign()):
+        with pytest.raises(TypeError):
+            bad()
 
 
 def test_formatting_membership_and_conversion_errors_as_torch():
