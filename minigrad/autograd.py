@@ -152,6 +152,10 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batche
                     continue
             if node._freed:
                 raise RuntimeError(FREED_MESSAGE)
+            if node._retains is not None and not batched:  # (torch.func's leave .grad alone)
+                retained = node._retains()
+                if retained is not None:  # its output's .grad, as a leaf's (retain_grad)
+                    _deliver(retained, grad, create_graph, None, delivered)
             input_grads = node.backward(node, grad)
             if input_grads.__class__ is not tuple:
                 input_grads = (input_grads,)

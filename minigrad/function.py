@@ -46,6 +46,7 @@ class Function:
     _freed = False
     _output_saved = False  # whether _saved holds the node's own output (a _SavedOutput)
     _recording = False
+    _retains = None  # a weak reference to the output, once it asked for its .grad (retain_grad)
     # Attributes of ctx that hold arrays backward reads (cross_entropy's log-probabilities,
     # max's mask): freed with the saved tensors, as torch frees what its nodes save. Named, not
     # found by a scan of the instance's __dict__ (reading __dict__ turns CPython's inline

@@ -7,6 +7,7 @@ gradient rules live there, and autograd.py walks the graph they record.
 import collections
 import numbers
 import warnings
+import weakref
 
 import numpy as np
 
@@ -93,6 +94,19 @@ class Tensor:
         """Sets requires_grad in place and returns the tensor, as torch's."""
         self.requires_grad = requires_grad
         return self
+
+    def retain_grad(self):
+        """Keeps this non-leaf tensor's gradient in its .grad at each backward (and
+        minigrad.grad), as torch's; a leaf's .grad is kept anyway."""
+        if not self._requires_grad:
+            raise RuntimeError("can't retain_grad on a tensor that does not require grad")
+        if self.grad_fn is not None:
+            self.grad_fn._retains = weakref.ref(self)
+
+    @property
+    def retains_grad(self):
+        node = self.grad_fn
+        return node is not None and node._retains is not None and node._retains() is self
 
     @property
     def is_leaf(self):

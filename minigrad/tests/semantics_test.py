@@ -953,6 +953,36 @@ def test_abs_and_sign_as_torchs_at_zero_nan_and_for_integers():
             bad()
 
 
+def test_retain_grad_keeps_a_non_leafs_gradient_as_torch():
+    """retain_grad was missing: an intermediate's gradient could not be read. As torch's, it
+    accumulates over backward passes, is filled by autograd.grad too, carries the graph under
+    create_graph, and is refused for a tensor that does not require grad."""
+    results = []
+    for lib, grad in ((minigrad, minigrad.grad), (torch, torch.autograd.grad)):
+        make = minigrad.Tensor if lib is minigrad else torch.tensor
+        x = make([1.0, 2.0], requires_grad=True)
+        y = x * 3
+        y.retain_grad()
+        z = (y * y).sum()
+        z.backward(retain_graph=True)
+        first = y.grad.tolist()
+        z.backward()
+        x2 = make([1.0, 2.0], requires_grad=True)
+        y2 = x2 * 3
+        y2.retain_grad()
+        grad((y2 * y2).sum(), x2)
+        y3 = x2 * 3
+        y3.retain_grad()
+        (y3 * y3).sum().backward(create_graph=True)
+        x.retain_grad()  # (a leaf: no change)
+        results.append((first, y.grad.tolist(), y2.grad.tolist(), y3.grad.requires_grad,
+                        y.retains_grad, x.retains_grad))
+        with pytest.raises(RuntimeError, match="retain_grad"):
+            make([1.0]).retain_grad()
+    assert results[0] == results[1] == (
+        [6.0, 12.0], [12.0, 24.0], [6.0, 12.0], True, True, False)
+
+
 def test_formatting_membership_and_conversion_errors_as_torch():
     """f"{loss:.4f}" raised TypeError, `2 in t` raised (truth value of a tensor), item() and
     bool() of several elements raised ValueError, an empty tensor's repr hid its shape, and
