@@ -240,23 +240,23 @@ def _deliver(leaf, grad, create_graph, into, delivered):
     if into is not None:
         key = id(leaf)
         into[key] = into[key] + grad if key in into else grad
-    elif leaf.grad is None:
+    elif leaf._grad is None:
         # Each leaf gets an array of its own, so updating one .grad in place cannot change
         # another: views, and arrays already handed to another leaf, are copied.
         array = grad.data
         if not create_graph and (array.base is not None or id(array) in delivered):
             grad = _wrap(array.copy())
         delivered.add(id(grad.data))
-        leaf.grad = grad
+        leaf._grad = grad
     else:
         # As torch's AccumulateGrad: into the .grad tensor itself, in place, unless the sum
         # is to be differentiated (create_graph), so that a reference to x.grad taken between
         # two backward passes (gradient accumulation, clipping, logging) sees the sum.
-        current = leaf.grad
+        current = leaf._grad
         array = current.data
         if (create_graph or not array.flags.writeable or array.shape != grad.data.shape
                 or array.dtype != grad.data.dtype):
-            leaf.grad = current + grad
+            leaf._grad = current + grad
         else:
             np.add(array, grad.data, out=array)
             current._version[0] += 1

@@ -39,7 +39,7 @@ class Module:
 
     def zero_grad(self):
         for p in self.parameters():
-            p.grad = None
+            p._grad = None
 
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)

@@ -42,9 +42,9 @@ class SGD:
 
     def step(self):
         for i, p in enumerate(self.params):
-            if p.grad is None:
+            if p._grad is None:
                 continue
-            g = p.grad.data
+            g = p._grad.data
             if self.weight_decay:
                 g = g + self.weight_decay * p.data
             if self.momentum:
@@ -58,4 +58,4 @@ class SGD:
 
     def zero_grad(self):
         for p in self.params:
-            p.grad = None
+            p._grad = None

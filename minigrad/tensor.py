@@ -36,7 +36,7 @@ class Tensor:
 
     # _batch: the vmap level whose batch dimension (dim 0 of data) this tensor carries.
     # _buffer: an hlo.jit output's XLA device buffer (OnDevice below), set on those alone.
-    __slots__ = ("data", "grad", "grad_fn", "_requires_grad", "_version", "_batch", "_buffer",
+    __slots__ = ("data", "_grad", "grad_fn", "_requires_grad", "_version", "_batch", "_buffer",
                  "__weakref__")
     # NumPy defers to Tensor's reflected operators (ndarray + Tensor -> Tensor.__radd__).
     __array_ufunc__ = None
@@ -52,7 +52,7 @@ class Tensor:
             self.data = np.array(_numbers(data), dtype=dtype)
         if self.data.dtype.kind in "OSUV":  # (strings and bytes too, as torch refuses them)
             raise TypeError("Tensor data must be numeric, got %r" % (data,))
-        self.grad = None
+        self._grad = None
         self.grad_fn = None
         self._batch = None
         self._version = [0]
@@ -68,7 +68,7 @@ class Tensor:
         # NumPy's operations on 0-d arrays return scalars, which in-place updates, item
         # assignment and .grad accumulation cannot write into: a 0-d array instead, as torch's.
         t.data = array if array.__class__ is _ndarray else _as_array(array)
-        t.grad = None
+        t._grad = None
         t.grad_fn = None
         t._requires_grad = False
         t._batch = None
@@ -76,6 +76,24 @@ class Tensor:
         return t
 
     # -- autograd state -------------------------------------------------------------------
+
+    @property
+    def grad(self):
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        # Checked here, as torch checks it: a (1,) gradient assigned to a (3,) parameter was
+        # broadcast by SGD's step and added into by backward. (minigrad's own code sets _grad.)
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError("assigned grad expected to be a Tensor or None, got %s"
+                                % type(value).__name__)
+            if value.data.shape != self.data.shape or value.data.dtype != self.data.dtype:
+                raise RuntimeError("assigned grad of shape %s and dtype %s does not match the "
+                                   "tensor's, %s and %s" % (tuple(value.data.shape), value.data.dtype,
+                                                            tuple(self.data.shape), self.data.dtype))
+        self._grad = value
 
     @property
     def requires_grad(self):
@@ -547,7 +565,7 @@ def _settle(t):
     object.__setattr__(t, "__class__", Tensor)  # first: every access below is a plain one
     t.data = view
     t._buffer = view.base  # (NumPy's memoryview of the buffer: hlo.jit passes its .obj back)
-    t.grad = None
+    t._grad = None
     t.grad_fn = None
     t._requires_grad = False
     t._batch = None

@@ -983,6 +983,21 @@ def test_retain_grad_keeps_a_non_leafs_gradient_as_torch():
         [6.0, 12.0], [12.0, 24.0], [6.0, 12.0], True, True, False)
 
 
+def test_an_assigned_grad_must_match_the_tensor_as_in_torch():
+    """p.grad = a (1,) tensor on a (3,) parameter was taken: SGD's step broadcast it and
+    backward added into it. As torch's, a grad of another shape or dtype, or not a tensor, is
+    refused at the assignment."""
+    for make in (minigrad.Tensor, torch.tensor):
+        p = make([1.0, 2.0, 3.0], requires_grad=True)
+        p.grad = make([0.0, 0.0, 0.0])  # (a matching one is taken)
+        p.grad = None
+        for bad, error in ((make([1.0]), RuntimeError), (make([1, 2, 3]), RuntimeError),
+                           (np.ones(3), TypeError)):
+            with pytest.raises(error):
+                p.grad = bad
+        assert p.grad is None
+
+
 def test_formatting_membership_and_conversion_errors_as_torch():
     """f"{loss:.4f}" raised TypeError, `2 in t` raised (truth value of a tensor), item() and
     bool() of several elements raised ValueError, an empty tensor's repr hid its shape, and
