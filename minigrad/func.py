@@ -67,7 +67,14 @@ def _fresh_input(value, level, connect, copy_shared=False):
         elif t._batch in enclosing(level):  # batched by an enclosing vmap
             t = level.lift(t)
         elif not inside:
-            t = Tensor._wrap(np.broadcast_to(t.data, (level.size,) + t.shape))
+            if any(getattr(outer, "traces", False) for outer in stack[:at]):
+                # (a jit around the vmap: the copy in operations that its trace records, so
+                # that the program computes it from its input; a bare view was compiled in as
+                # a constant, and later calls' parameters were not read)
+                with suspended(stack[at:]):
+                    t = repeated(t, level.size)
+            else:
+                t = Tensor._wrap(np.broadcast_to(t.data, (level.size,) + t.shape))
             t._batch = level
     # An operation, so that the levels outside (tangents, batch, trace) see x as t.
     x = ops.Alias.apply(t)

@@ -113,17 +113,20 @@ def test_jit_takes_and_returns_namedtuples_as_jax_jit_does():
     np.testing.assert_allclose(one.w.data, a * 2)
 
 
-def test_jit_of_per_example_gradients_equals_eager():
+def test_jit_of_per_example_gradients_equals_eager_for_each_calls_parameters():
     # vmap(grad)'s per-example copies ask every level on the stack for tangents: jit's trace
-    # level had no such method, and the trace raised AttributeError.
+    # level had no such method, and the trace raised AttributeError. The copy of the shared
+    # parameters was a bare view, compiled in as a constant: a second call's w was not read.
     rng = np.random.default_rng(0)
-    w, x = rng.normal(size=(2, 3)), rng.normal(size=(4, 3))
+    x = rng.normal(size=(4, 3))
     g = func.vmap(func.grad(lambda w, x: (F.linear(x, w) ** 2).sum()), in_dims=(None, 0))
-    np.testing.assert_allclose(hlo.jit(g)(w, x).data,
-                               g(minigrad.Tensor(w), minigrad.Tensor(x)).data, **TOL)
+    compiled = hlo.jit(g)
+    for w in rng.normal(size=(2, 2, 3)):
+        np.testing.assert_allclose(compiled(w, x).data,
+                                   g(minigrad.Tensor(w), minigrad.Tensor(x)).data, **TOL)
 
 
-def test_jit_of_per_example_cross_entropy_reads_each_calls_targets():
+def test_jit_of_per_example_cross_entropy_reads_each_calls_targets_and_parameters():
     """vmap's cross_entropy picked by indexing with the targets, which was not exported (and,
     as an array, would have been compiled in). Now the targets are the program's operand:
     vmap(grad), vmap(hessian) and a loss per example with two rows each equal eager for each
@@ -138,10 +141,10 @@ def test_jit_of_per_example_cross_entropy_reads_each_calls_targets():
     for f, inputs in cases:
         compiled = hlo.jit(f)
         shape = inputs.shape[:-1]
-        for y in (rng.integers(0, 3, shape), rng.integers(0, 3, shape)):
+        for w_k, y in ((w, rng.integers(0, 3, shape)), (2 * w, rng.integers(0, 3, shape))):
             np.testing.assert_allclose(
-                compiled(w, inputs, y).data,
-                f(minigrad.Tensor(w), minigrad.Tensor(inputs), minigrad.Tensor(y)).data, **TOL)
+                compiled(w_k, inputs, y).data,
+                f(minigrad.Tensor(w_k), minigrad.Tensor(inputs), minigrad.Tensor(y)).data, **TOL)
         with pytest.raises(IndexError, match=r"target values must be in \[0, 3\)"):
             compiled(w, inputs, np.full(shape, 3))
     z = np.array([[0.0, -np.inf, 1.0], [2.0, 0.0, -np.inf]])
