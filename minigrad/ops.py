@@ -499,10 +499,16 @@ class Max(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        if any(getattr(level, "traces", False) for level in _State.transforms):
-            raise NotImplementedError("hlo: the gradient of max is not exported: where it goes "
-                                      "depends on the data (export max's forward only)")
+        refuse_data_routing("gradient")
         return _unreduce(ctx, grad) * ctx.mask
+
+
+def refuse_data_routing(what):
+    """Max's gradient and tangent go where the maxima are, a mask computed from the values: a
+    trace (hlo) would compile the traced values' mask in for every call."""
+    if any(getattr(level, "traces", False) for level in _State.transforms):
+        raise NotImplementedError("hlo: the %s of max is not exported: where it goes depends on "
+                                  "the data (export max's forward only)" % what)
 
 
 class _OfOutput(Function):

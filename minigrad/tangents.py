@@ -97,6 +97,7 @@ RULES = {
 
 def _max_tangent(a, dim=None, keepdim=False, da=None):
     """The tangent at the element(s) max routes its gradient to (ties: their average)."""
+    ops.refuse_data_routing("tangent")  # (under jit, the first call's maxima were compiled in)
     axes = ops._axes("max", dim, a.shape)
     single = isinstance(dim, (int, np.integer)) and axes
     # Under vmap, a.shape is one example's and a.data the whole batch (in dim 0): the mask is

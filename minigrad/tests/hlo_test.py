@@ -455,6 +455,9 @@ def test_what_is_not_exported_is_a_clear_error():
     x = np.arange(6.0).reshape(2, 3)
     with pytest.raises(NotImplementedError, match="the gradient of max is not exported"):
         hlo.export(lambda t: t.max(), x, grad=True)
+    # (jvp's tangent through max compiled in the first call's maxima: 1.0 for any later x)
+    with pytest.raises(NotImplementedError, match="the tangent of max is not exported"):
+        hlo.jit(lambda t, v: func.jvp(lambda s: s.max(), (t,), (v,))[1])(x, x)
     with pytest.raises(NotImplementedError, match="only basic indexing"):
         hlo.export(lambda t: t[np.array([0, 0])], x)
     # an index array is named by shape and dtype, not printed in full
