@@ -194,7 +194,7 @@ def softmax(cls, args, batched):
 
 def _example_shape(logits, target, bl, bt):
     """One example's logits shape (rows, classes), its targets' dtype and shape checked against
-    it in eager cross_entropy's words (F.Pick checks every example's values)."""
+    it in eager cross_entropy's words (F.Pick and F.PickGrad check every example's values)."""
     shape = logits.shape[1:] if bl else logits.shape
     values = np.asarray(target.data if isinstance(target, Tensor) else target)
     F.check_target(shape, np.zeros(values.shape[1:], values.dtype) if bt else values)

@@ -232,11 +232,13 @@ class CrossEntropyGrad(Function):
     def backward(ctx, g):
         logits, target, grad = ctx.inputs[:3]  # (log_probs is passed only by CrossEntropy)
         n = logits.shape[0]
-        onehot = np.zeros(logits.shape, dtype=logits.dtype)
-        onehot[np.arange(n), _data(target)] = 1
         probs = Softmax.apply(logits, 1)
         g_logits = Softmax.backward_of(probs, g * (grad / n), 1) if _needs(logits) else None
-        g_grad = ((probs - onehot) * g).sum() / n if _needs(grad) else None
+        g_grad = None
+        if _needs(grad):  # (the one-hot an operation on the target, which a trace then reads:
+            # as an array it was compiled in, and jit gave the first call's targets' gradient)
+            onehot = PickGrad.apply(_wrap(np.ones(n, probs.dtype)), target, logits.shape[1])
+            g_grad = ((probs - onehot) * g).sum() / n
         return g_logits, None, g_grad  # (none for log_probs: _pad)
 
 
@@ -268,9 +270,10 @@ class PickGrad(Function):
 
     @staticmethod
     def forward(ctx, grad, target, classes):
-        g = grad.data
+        g, target = grad.data, _data(target)
+        check_target((g.shape[0], classes), target)  # (an index out of range would write elsewhere)
         out = np.zeros((g.shape[0], classes), g.dtype)
-        out.reshape(-1)[_picks(g.shape[0], classes, _data(target))] = g
+        out.reshape(-1)[_picks(g.shape[0], classes, target)] = g
         return _wrap(out)
 
     @staticmethod
