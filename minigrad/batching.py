@@ -9,6 +9,8 @@ recorded as usual, so reverse mode differentiates through vmap, and
 minigrad.func.grad inside vmap differentiates the batched graph directly.
 """
 
+import math
+
 import numpy as np
 
 from minigrad import functional as F
@@ -124,7 +126,13 @@ def matmul(cls, args, batched):
 
 def reshape(cls, args, batched):
     a, shape = args
-    return ops.Reshape.apply(a, a.shape[:1] + tuple(shape))
+    shape = tuple(shape)
+    if -1 in shape and a.shape[0] == 0:
+        # (NumPy cannot infer a -1 over a batch of no examples: it is inferred from one's size)
+        known, size = math.prod(d for d in shape if d != -1), math.prod(a.shape[1:])
+        if known and size % known == 0:
+            shape = tuple(size // known if d == -1 else d for d in shape)
+    return ops.Reshape.apply(a, a.shape[:1] + shape)
 
 
 def permute(cls, args, batched):

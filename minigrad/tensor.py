@@ -271,8 +271,8 @@ class Tensor:
     def __bool__(self):
         self._refuse_unreadable("bool()")
         if self.data.size != 1:
-            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous "
-                               "(%d elements)" % self.data.size)
+            raise RuntimeError("Boolean value of Tensor with %s is ambiguous" % (
+                "no values" if self.data.size == 0 else "more than one value (%d)" % self.data.size))
         return bool(self.data)
 
     __hash__ = object.__hash__

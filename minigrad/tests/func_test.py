@@ -1365,3 +1365,15 @@ def test_keyword_arguments_reach_f_as_they_are_like_torch_func(name):
     if name in ("grad", "vmap"):  # torch's own pass-through gives the same
         same = make(tf, f)(torch.tensor(x), torch.tensor(y), scale=2.0, shift=torch.tensor(shift))
         np.testing.assert_allclose(_np(same), _np(theirs[0]), **TOL)
+
+
+def test_vmap_over_an_empty_batch_infers_a_reshapes_minus_one_from_one_example():
+    """NumPy cannot infer -1 over a batch of no examples: reshape(-1) under vmap, and so
+    vmap(grad) of a per-example cross_entropy (it reshapes one example's logits to a row),
+    raised where torch.func gives an empty result."""
+    z, t = np.zeros((0, 3)), np.zeros(0, np.int64)
+    got = func.vmap(func.grad(lambda z, t: F.cross_entropy(z, t)))(minigrad.Tensor(z), minigrad.Tensor(t))
+    want = torch.func.vmap(torch.func.grad(lambda z, t: torch.nn.functional.cross_entropy(z, t)))(
+        torch.from_numpy(z), torch.from_numpy(t))
+    assert got.shape == tuple(want.shape) == (0, 3)
+    assert func.vmap(lambda a: a.reshape(-1))(minigrad.Tensor(np.zeros((0, 3, 2)))).shape == (0, 6)
