@@ -245,8 +245,8 @@ class CrossEntropyGrad(Function):
 class Pick(Function):
     """x[r, target[r]] for each row r of x (rows, classes): the value at each row's class
     index, its targets checked as cross_entropy's. vmap's cross_entropy picks each example's
-    log-probabilities with it (batching.py): one node, where indexing by an array of targets
-    made two, and one that hlo exports, the targets an operand checked as the program runs."""
+    log-probabilities with it (batching.py), where it indexed by an array of the targets'
+    values: hlo exports Pick, the targets an operand that the program checks as it runs."""
 
     _forward_on_arrays = True
 
