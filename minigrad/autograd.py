@@ -15,7 +15,7 @@ import numpy as np
 
 from minigrad import ops
 from minigrad.function import FREED_MESSAGE
-from minigrad.grad_mode import _State
+from minigrad.grad_mode import _State, tracing
 from minigrad.tensor import Tensor
 
 _wrap = Tensor._wrap
@@ -94,6 +94,8 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batche
     if not batched and _State.transforms and any(level.batched for level in _State.transforms):
         raise RuntimeError("backward() and minigrad.grad inside vmap are not supported (as in "
                            "torch); use minigrad.func.grad or vjp inside vmap")
+    if capture is None and tracing():
+        _refuse_grad_writes()
     grads = _initial_grads(outputs, grad_outputs)
     pending = {}  # node -> the sum of the gradients its output has received so far
     ready = []  # (-sequence number, node) for each node in pending: a heap, the latest made first
@@ -155,6 +157,8 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batche
             if node._retains is not None and not batched:  # (torch.func's leave .grad alone)
                 retained = node._retains()
                 if retained is not None:  # its output's .grad, as a leaf's (retain_grad)
+                    if tracing():
+                        _refuse_grad_writes()
                     _deliver(retained, grad, create_graph, None, delivered)
             input_grads = node.backward(node, grad)
             if input_grads.__class__ is not tuple:
@@ -168,6 +172,15 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batche
     finally:
         _State.enabled = prev
     return leaf_grads
+
+
+def _refuse_grad_writes():
+    """Under hlo.jit's trace, .grad would be written once, at the trace, with copies and sums
+    made outside the program: a later call's gradients were the first call's."""
+    raise RuntimeError("hlo.jit: backward() (and retain_grad) inside a jitted function writes "
+                       ".grad, which the program cannot do on each call; return the gradients "
+                       "instead: minigrad.func.grad (or minigrad.grad) inside f, or call backward "
+                       "on jit's outputs")
 
 
 def _reaching(outputs, capture, captured_nodes, since):

@@ -27,6 +27,11 @@ class _GradState:
 _State = _GradState()
 
 
+def tracing():
+    """Whether hlo.jit is tracing: what runs now is compiled, once, for every later call."""
+    return any(getattr(level, "traces", False) for level in _State.transforms)
+
+
 def is_grad_enabled():
     return _State.enabled
 

@@ -48,6 +48,13 @@ class _Trace(Level):
         self.captured = {}
 
     def process(self, cls, args):
+        for a in args:
+            if a.__class__ is not Tensor and isinstance(a, (tuple, list, slice)) and self._holds(a):
+                # (NumPy reads it as an int, through __index__, while this level is suspended)
+                raise RuntimeError(
+                    "hlo.jit: a traced tensor used as an index or a shape (a slice bound, a "
+                    "reshape size): it stands for every call's value, and the trace's would be "
+                    "compiled in; pass a Python int (jax.jit raises too)")
         with Suspend(self):
             out = cls.apply(*args)
         if cls not in EMIT:
@@ -63,6 +70,14 @@ class _Trace(Level):
                     self._capture(a)
         (self.traced if traced else self.made).add(id(out))
         return out
+
+    def _holds(self, value):
+        """Whether a traced tensor is inside an index, a slice or a shape."""
+        if isinstance(value, Tensor):
+            return id(value) in self.traced
+        if isinstance(value, slice):
+            value = (value.start, value.stop, value.step)
+        return isinstance(value, (tuple, list)) and any(self._holds(v) for v in value)
 
     def _capture(self, t):
         if id(t) not in self.captured:
@@ -372,9 +387,18 @@ class _Compiled:
     def __call__(self, arrays):
         """The program's outputs as tensors; _OtherTypes (before running it) for arrays of
         other shapes or dtypes than it takes."""
-        if not self.checks:
-            return self.on_device(*arrays)
-        out_of_range, computed, results = self.on_device(*arrays)
+        try:
+            if not self.checks:
+                return self.on_device(*arrays)
+            out_of_range, computed, results = self.on_device(*arrays)
+        except Exception as error:  # (XLA's own words name neither the argument nor the fix)
+            message = str(error)
+            if ("donate the same buffer twice" in message
+                    or "previously donated in the same call" in message):
+                raise ValueError("hlo.jit: a tensor passed twice, at least once where it is "
+                                 "donated (donate_argnums): its buffer can be given up only once; "
+                                 "pass a copy in the other place") from None
+            raise
         # On a target out of range the outputs are dropped: the run had no other effect, but
         # for consuming donated arguments (as any failed call of jax.jit's would). The checks
         # run in eager's order, so the first that fails raises eager's error.
@@ -485,7 +509,10 @@ def jit(f, donate_argnums=()):
     last = {}
     retraced = [0]  # traces again because a captured tensor changed (_Compiled.stale)
 
-    def run(*args):
+    def run(*args, **kwargs):
+        if kwargs:
+            raise TypeError("hlo.jit: keyword arguments are not taken (%s); pass them positionally, "
+                            "or close over them" % ", ".join(sorted(kwargs)))
         if _State.transforms:
             # Inside vmap, jvp or another jit's trace, f runs as it is, so that the transform
             # sees its operations (the enclosing jit compiles them into its own program); its

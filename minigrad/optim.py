@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from minigrad.grad_mode import tracing
 from minigrad.tensor import Tensor
 
 
@@ -41,6 +42,10 @@ class SGD:
         self.velocity = [None] * len(self.params)
 
     def step(self):
+        if tracing():  # (its writes into .data would happen once, at the trace)
+            raise RuntimeError("hlo.jit: an optimizer step inside a jitted function is not "
+                               "compiled; step outside it, or return the new parameters "
+                               "(p - lr * g) and pass them back (donate_argnums)")
         for i, p in enumerate(self.params):
             if p._grad is None:
                 continue

@@ -171,6 +171,52 @@ def test_jit_of_a_derivative_through_the_losss_own_gradient_reads_each_calls_tar
                                          minigrad.Tensor(t)).data, **TOL)
 
 
+def test_what_a_trace_would_compile_in_from_its_first_call_is_refused():
+    """Each of these gave the first call's answer on later calls, silently: a traced int as a
+    slice bound or reshape size (x[:n] kept n = 3); backward() inside f (w.grad was the first
+    call's gradient, and a sum of two passes only the first); an optimizer step inside f
+    (its write into the weights ran at the trace, before the program's constants were
+    taken). jit(grad(f)) and returning gradients stay the way."""
+    x = np.arange(6.0)
+    n = minigrad.Tensor(np.array(3))
+    for f in (lambda x, n: x[:n], lambda x, n: x[1:n + 1], lambda x, n: x.reshape(n, -1)):
+        with pytest.raises(RuntimeError, match="used as an index or a shape"):
+            hlo.jit(f)(x, n)
+    w = minigrad.Tensor(np.ones(6), requires_grad=True)
+
+    def with_backward(x):
+        (w * x).sum().backward()
+        return x * 1
+
+    def retained(x):
+        y = w * x
+        y.retain_grad()
+        return minigrad.grad(y.sum(), w)[0]
+    opt = minigrad.optim.SGD([w], lr=0.5)
+    w.grad = minigrad.Tensor(np.ones(6))
+    for f, match in ((with_backward, "backward"), (retained, "retain_grad"),
+                     (lambda x: (opt.step(), x * 1)[1], "optimizer step")):
+        with pytest.raises(RuntimeError, match=match):
+            hlo.jit(f)(x)
+    np.testing.assert_array_equal(w.data, np.ones(6))  # (no step ran)
+    step = hlo.jit(func.grad(lambda w, x: (w * w * x).sum()))
+    for k in (1.0, 2.0):
+        np.testing.assert_allclose(step(np.full(6, k), x).data, 2 * k * x)
+
+
+def test_keyword_arguments_and_a_donated_tensor_passed_twice_are_clear_errors():
+    """jit took no keywords with Python's words about its inner function; a donated tensor
+    passed twice raised XLA's INVALID_ARGUMENT, naming neither argument nor fix."""
+    with pytest.raises(TypeError, match="keyword arguments are not taken"):
+        hlo.jit(lambda a, scale=1.0: a * scale)(np.ones(2), scale=2.0)
+    pair = hlo.jit(lambda a, b: (a + b, a * b), donate_argnums=(0, 1))
+    add = hlo.jit(lambda a, b: a + b, donate_argnums=0)
+    for f in (pair, add):
+        p = pair(np.ones(3), np.ones(3))[0]
+        with pytest.raises(ValueError, match="passed twice"):
+            f(p, p)
+
+
 def test_0d_array_arguments_stay_0d_and_promote_as_in_eager():
     x, s = np.array([1.0, 2.0], np.float32), np.array(3.0)  # a 0-d float64 is a scalar to types
     eager = minigrad.Tensor(x) * minigrad.Tensor(s)
