@@ -29,7 +29,9 @@ _State = _GradState()
 
 def tracing():
     """Whether hlo.jit is tracing: what runs now is compiled, once, for every later call."""
-    return any(getattr(level, "traces", False) for level in _State.transforms)
+    transforms = _State.transforms  # (empty outside transforms: no generator made, as the
+    # engine and SGD ask on every step)
+    return bool(transforms) and any(getattr(level, "traces", False) for level in transforms)
 
 
 def is_grad_enabled():
