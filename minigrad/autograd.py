@@ -156,10 +156,10 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batche
                 raise RuntimeError(FREED_MESSAGE)
             if node._retains is not None and not batched:  # (torch.func's leave .grad alone)
                 retained = node._retains()
-                if retained is not None:  # its output's .grad, as a leaf's (retain_grad)
+                if retained is not None:  # its output's .grad (retain_grad)
                     if tracing():
                         _refuse_grad_writes()
-                    _deliver(retained, grad, create_graph, None, delivered)
+                    _retain(retained, grad, create_graph)
             input_grads = node.backward(node, grad)
             if input_grads.__class__ is not tuple:
                 input_grads = (input_grads,)
@@ -255,10 +255,12 @@ def _deliver(leaf, grad, create_graph, into, delivered):
         into[key] = into[key] + grad if key in into else grad
     elif leaf._grad is None:
         # Each leaf gets an array of its own, so updating one .grad in place cannot change
-        # another: views, and arrays already handed to another leaf, are copied.
+        # another: views, and arrays already handed to another leaf, are copied (under
+        # create_graph by a recorded product: two leaves of (a + b) * 1 shared one tensor, and
+        # a later backward added into both, twice).
         array = grad.data
-        if not create_graph and (array.base is not None or id(array) in delivered):
-            grad = _wrap(array.copy())
+        if array.base is not None or id(array) in delivered:
+            grad = grad * 1 if create_graph else _wrap(array.copy())
         delivered.add(id(grad.data))
         leaf._grad = grad
     else:
@@ -273,6 +275,15 @@ def _deliver(leaf, grad, create_graph, into, delivered):
         else:
             np.add(array, grad.data, out=array)
             current._version[0] += 1
+
+
+def _retain(tensor, grad, create_graph):
+    """A retained non-leaf's .grad (Tensor.retain_grad), as torch's: always a copy of its own,
+    and a sum made out of place (a reference taken between two backward passes keeps its
+    value; a leaf's .grad is added into in place)."""
+    grad = grad * 1 if create_graph else _wrap(grad.data.copy())
+    current = tensor._grad
+    tensor._grad = grad if current is None else current + grad
 
 
 def backward(tensor, gradient=None, retain_graph=None, create_graph=False):

@@ -167,8 +167,10 @@ def _unary(kind):
 
 def _sign(em, args, out):
     """(x > 0) - (x < 0), as eager's Sign: stablehlo.sign gives NaN at NaN and -0.0 at -0.0,
-    torch's sign 0 at both."""
+    torch's sign 0 at both. A bool is its own sign (XLA subtracts no bools)."""
     shape, dtype = out.shape, out.dtype
+    if dtype == bool:
+        return em.value(args[0])
     x, zero = em.operand(args[0], shape, dtype), em.operand(0, shape, dtype)
     pos, neg = (em.cast(em.op("stablehlo.compare %s, %s, %s" % (direction, x, zero), shape, bool,
                               [em.type(shape, dtype)] * 2), shape, bool, dtype)
@@ -463,7 +465,10 @@ EMIT = {
     ops.Pow: _pow, ops.Where: _where, ops.Compare: _compare,
     ops.Neg: _unary("negate"), ops.Exp: _unary("exponential"), ops.Log: _unary("log"),
     ops.Tanh: _unary("tanh"), ops.Sigmoid: _unary("logistic"), ops.ReLU: _relu,
-    ops.Abs: _unary("abs"), ops.Sign: _sign,
+    # (an unsigned integer is its own abs: stablehlo.abs takes signed ones only)
+    ops.Abs: lambda em, args, out: (em.value(args[0]) if out.dtype.kind == "u"
+                                    else _unary("abs")(em, args, out)),
+    ops.Sign: _sign,
     ops.Alias: lambda em, args, out: em.value(args[0]),
     ops.Detach: lambda em, args, out: em.value(args[0]),
     ops.Cast: lambda em, args, out: em.cast(em.value(args[0]), out.shape, args[0].dtype, out.dtype),

@@ -566,8 +566,8 @@ class Sigmoid(_OfOutput):
 
 
 class Sign(Function):
-    """-1, 0 or 1, as torch.sign (0 at NaN and at -0.0, where NumPy's sign gives NaN and -0.0):
-    piecewise constant, its gradient zero."""
+    """-1, 0 or 1, as torch.sign (0 at NaN, where NumPy's sign gives NaN): piecewise constant,
+    its gradient zero."""
 
     @staticmethod
     def forward(ctx, a):

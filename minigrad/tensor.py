@@ -95,6 +95,10 @@ class Tensor:
                                                             tuple(self.data.shape), self.data.dtype))
         self._grad = value
 
+    @grad.deleter
+    def grad(self):  # (`del p.grad`, as torch's: None)
+        self._grad = None
+
     @property
     def requires_grad(self):
         return self._requires_grad

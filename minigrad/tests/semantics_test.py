@@ -983,6 +983,34 @@ def test_retain_grad_keeps_a_non_leafs_gradient_as_torch():
         [6.0, 12.0], [12.0, 24.0], [6.0, 12.0], True, True, False)
 
 
+def test_grads_under_create_graph_are_each_leafs_own_and_a_retained_sum_is_out_of_place():
+    """Under create_graph two leaves of (a + b) * 1 (or a leaf and a retained tensor) were
+    handed one tensor, and a later backward added into it twice ([3, 3] for torch's [2, 2]);
+    a retained .grad was added into in place, changing a reference taken before (torch's
+    retain_grad sums out of place)."""
+    results = []
+    for make in (minigrad.Tensor, torch.tensor):
+        x = make([1.0, 2.0], requires_grad=True)
+        y = x + 0
+        y.retain_grad()
+        z = (y + 0) * 1
+        z.backward(make([1.0, 1.0]), create_graph=True)
+        z.backward(make([1.0, 1.0]))
+        a, b = make([1.0], requires_grad=True), make([1.0], requires_grad=True)
+        w = (a + b) * 1
+        w.backward(make([1.0]), create_graph=True)
+        w.backward(make([1.0]))
+        v = x * 3
+        v.retain_grad()
+        loss = (v * v).sum()
+        loss.backward(retain_graph=True)
+        held = v.grad
+        loss.backward()
+        results.append((y.grad.tolist(), a.grad.tolist(), b.grad.tolist(), held.tolist(),
+                        held is v.grad, x.grad is y.grad))
+    assert results[0] == results[1]
+
+
 def test_an_assigned_grad_must_match_the_tensor_as_in_torch():
     """p.grad = a (1,) tensor on a (3,) parameter was taken: SGD's step broadcast it and
     backward added into it. As torch's, a grad of another shape or dtype, or not a tensor, is
