@@ -499,16 +499,29 @@ class Max(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        refuse_data_routing("gradient")
-        return _unreduce(ctx, grad) * ctx.mask
+        mask = ctx.mask
+        if tracing():
+            mask = routing(ctx.inputs[0], ctx.inputs[1] if len(ctx.inputs) > 1 else None, ctx.axes)
+        hit = Compare.apply(np.not_equal, mask, 0) if mask.__class__ is Tensor else mask != 0
+        # Selected, not only multiplied: torch routes the gradient, so an inf or NaN upstream
+        # gradient leaves the other elements 0 (the product made them NaN)
+        return Where.apply(hit, _unreduce(ctx, grad) * mask, 0)
 
 
-def refuse_data_routing(what):
-    """Max's gradient and tangent go where the maxima are, a mask computed from the values: a
-    trace (hlo) would compile the traced values' mask in for every call."""
-    if tracing():
-        raise NotImplementedError("hlo: the %s of max is not exported: where it goes depends on "
-                                  "the data (export max's forward only)" % what)
+def routing(a, dim, axes):
+    """_max_mask's mask in recorded operations, for a trace (hlo) to compile: as an array it
+    holds the traced values' maxima, and the program would route every call's gradient there.
+    `axes`: _axes of dim."""
+    if isinstance(dim, (int, np.integer)) and axes:  # to the index argmax picks
+        k = axes[0]
+        positions = np.arange(a.shape[k]).reshape([-1 if i == k else 1 for i in range(a.ndim)])
+        return Cast.apply(Compare.apply(np.equal, _wrap(positions), Argmax.apply(a, dim, True)),
+                          a.dtype)
+    top = Max.apply(a, axes, True)  # shared between ties, or between the NaNs if any
+    hit = Where.apply(Compare.apply(np.not_equal, top, top), Compare.apply(np.not_equal, a, a),
+                      Compare.apply(np.equal, a, top))
+    hits = Cast.apply(hit, a.dtype)
+    return hits / Sum.apply(hits, axes, True)
 
 
 class _OfOutput(Function):

@@ -10,6 +10,7 @@ import numpy as np
 
 from minigrad import functional as F
 from minigrad import ops
+from minigrad.grad_mode import tracing
 from minigrad.tensor import Tensor
 
 
@@ -97,8 +98,9 @@ RULES = {
 
 def _max_tangent(a, dim=None, keepdim=False, da=None):
     """The tangent at the element(s) max routes its gradient to (ties: their average)."""
-    ops.refuse_data_routing("tangent")  # (under jit, the first call's maxima were compiled in)
     axes = ops._axes("max", dim, a.shape)
+    if tracing():  # (the mask below, an array, would be compiled in: the first call's maxima)
+        return ops.Sum.apply(da * ops.routing(a, dim, axes), axes, keepdim)
     single = isinstance(dim, (int, np.integer)) and axes
     # Under vmap, a.shape is one example's and a.data the whole batch (in dim 0): the mask is
     # taken over the example's axes, one further, and is batched as a is.

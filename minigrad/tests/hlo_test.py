@@ -514,13 +514,30 @@ def test_the_digits_mlp_trains_through_jit_with_the_same_loss_curve():
     np.testing.assert_allclose(compiled, losses, rtol=1e-5)
 
 
+def test_jit_routes_max_gradients_and_tangents_by_each_calls_maxima():
+    """max's gradient was not exported (its mask was an array of the traced values' maxima),
+    and jvp's tangent through max compiled that mask in (1.0 for any later x, eager 3.0). The
+    mask is now recorded (ops.routing): to argmax's index over a dim, shared between ties or
+    NaNs over all; a stable log-sum-exp's detached max and its Hessian compile too."""
+    cases = [func.grad(lambda t: t.max() * 3), func.grad(lambda t: (t.max(1)[0] * 2.0).sum()),
+             func.grad(lambda t: (t.max(0, keepdim=True)[0] ** 2).sum()),
+             lambda t: func.jvp(lambda s: s.max(), (t,), (t * 0 + np.arange(6.0).reshape(2, 3),))[1],
+             lambda t: func.jvp(lambda s: s.max(1)[0], (t,), (t * 2 + 1,))[1],
+             func.hessian(lambda s: (lambda m: (s - m).exp().sum().log() + m)(s.max().detach())),
+             func.vmap(func.grad(lambda r: r.max() * r.sum()))]
+    inputs = [np.array([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]]), np.array([[9.0, 5.0, 2.0], [0.0, 0.0, 3.0]]),
+              np.array([[1.0, 1.0, 1.0], [2.0, 2.0, 0.0]]),
+              np.array([[np.nan, 1.0, 1.0], [2.0, np.nan, np.nan]])]
+    for f in cases:
+        compiled = hlo.jit(f)
+        for x in inputs:
+            np.testing.assert_allclose(compiled(x).data, f(minigrad.Tensor(x)).data, **TOL)
+    text = hlo.export(lambda t: t.max(), inputs[0], grad=True)
+    assert "stablehlo.compare" in text  # (the mask, computed by the program)
+
+
 def test_what_is_not_exported_is_a_clear_error():
     x = np.arange(6.0).reshape(2, 3)
-    with pytest.raises(NotImplementedError, match="the gradient of max is not exported"):
-        hlo.export(lambda t: t.max(), x, grad=True)
-    # (jvp's tangent through max compiled in the first call's maxima: 1.0 for any later x)
-    with pytest.raises(NotImplementedError, match="the tangent of max is not exported"):
-        hlo.jit(lambda t, v: func.jvp(lambda s: s.max(), (t,), (v,))[1])(x, x)
     with pytest.raises(NotImplementedError, match="only basic indexing"):
         hlo.export(lambda t: t[np.array([0, 0])], x)
     # an index array is named by shape and dtype, not printed in full

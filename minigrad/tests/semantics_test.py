@@ -1026,6 +1026,23 @@ def test_an_assigned_grad_must_match_the_tensor_as_in_torch():
         assert p.grad is None
 
 
+def test_max_routes_an_inf_or_nan_gradient_to_the_maximum_alone_as_torch():
+    """max's gradient was the upstream gradient times a mask: inf * 0 made the other elements
+    NaN; torch routes it, leaving them 0."""
+    x = np.array([[np.nan, 1.0, 1.0], [2.0, np.nan, np.nan]])
+    results = []
+    for make in (minigrad.Tensor, torch.tensor):
+        grads = []
+        for f in (lambda t: t.max() * float("inf"), lambda t: (t.max(1)[0] * float("inf")).sum(),
+                  lambda t: (t.max(0, keepdim=True)[0] ** 2).sum()):
+            for value in (np.array([[1.0, 5.0, 2.0], [0.0, 3.0, 3.0]]), x):
+                t = make(value, requires_grad=True)
+                f(t).backward()
+                grads.append(t.grad.tolist())
+        results.append(grads)
+    np.testing.assert_equal(results[0], results[1])
+
+
 def test_formatting_membership_and_conversion_errors_as_torch():
     """f"{loss:.4f}" raised TypeError, `2 in t` raised (truth value of a tensor), item() and
     bool() of several elements raised ValueError, an empty tensor's repr hid its shape, and
