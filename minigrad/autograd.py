@@ -266,11 +266,13 @@ def _deliver(leaf, grad, create_graph, into, delivered):
     else:
         # As torch's AccumulateGrad: into the .grad tensor itself, in place, unless the sum
         # is to be differentiated (create_graph), so that a reference to x.grad taken between
-        # two backward passes (gradient accumulation, clipping, logging) sees the sum.
+        # two backward passes (gradient accumulation, clipping, logging) sees the sum. Not an
+        # array given in this pass (`delivered`): a node may have sent it to another input too
+        # (Add's (g, g)), whose gradient, still pending, the sum would change (review).
         current = leaf._grad
         array = current.data
         if (create_graph or not array.flags.writeable or array.shape != grad.data.shape
-                or array.dtype != grad.data.dtype):
+                or array.dtype != grad.data.dtype or id(array) in delivered):
             leaf._grad = current + grad
         else:
             np.add(array, grad.data, out=array)

@@ -520,8 +520,9 @@ def routing(a, dim, axes):
     top = Max.apply(a, axes, True)  # shared between ties, or between the NaNs if any
     hit = Where.apply(Compare.apply(np.not_equal, top, top), Compare.apply(np.not_equal, a, a),
                       Compare.apply(np.equal, a, top))
-    hits = Cast.apply(hit, a.dtype)
-    return hits / Sum.apply(hits, axes, True)
+    # (counted in float32 at least: float16 overflows past 65504 ties, and the share is 0)
+    hits = Cast.apply(hit, np.promote_types(a.dtype, np.float32))
+    return Cast.apply(hits / Sum.apply(hits, axes, True), a.dtype)
 
 
 class _OfOutput(Function):

@@ -99,9 +99,9 @@ RULES = {
 def _max_tangent(a, dim=None, keepdim=False, da=None):
     """The tangent at the element(s) max routes its gradient to (ties: their average)."""
     axes = ops._axes("max", dim, a.shape)
-    if tracing():  # (the mask below, an array, would be compiled in: the first call's maxima)
-        return ops.Sum.apply(da * ops.routing(a, dim, axes), axes, keepdim)
     single = isinstance(dim, (int, np.integer)) and axes
+    if tracing():  # (the mask below, an array, would be compiled in: the first call's maxima)
+        return _routed(da, ops.routing(a, dim, axes), single, axes, keepdim)
     # Under vmap, a.shape is one example's and a.data the whole batch (in dim 0): the mask is
     # taken over the example's axes, one further, and is batched as a is.
     lead = a.data.ndim - a.ndim
@@ -109,7 +109,16 @@ def _max_tangent(a, dim=None, keepdim=False, da=None):
     _, mask = ops._max_mask(a.data, data_axes[0] if single else data_axes)
     mask = Tensor._wrap(mask)
     mask._batch = a._batch if lead else None
-    return ops.Sum.apply(da * mask, axes, keepdim)
+    return _routed(da, mask, single, axes, keepdim)
+
+
+def _routed(da, mask, single, axes, keepdim):
+    """The tangent at the maxima: over one dim the argmax's alone, as torch.func's (an inf
+    elsewhere times 0 was NaN); over all, the tie-weighted sum, where torch's is NaN too."""
+    picked = da * mask
+    if single:
+        picked = ops.Where.apply(ops.Compare.apply(np.not_equal, mask, 0), picked, 0)
+    return ops.Sum.apply(picked, axes, keepdim)
 
 
 def tangent(cls, args, out, tangents):

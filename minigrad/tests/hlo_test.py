@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 
 import minigrad
 from minigrad import func, hlo, nn, tensor
@@ -534,6 +535,19 @@ def test_jit_routes_max_gradients_and_tangents_by_each_calls_maxima():
             np.testing.assert_allclose(compiled(x).data, f(minigrad.Tensor(x)).data, **TOL)
     text = hlo.export(lambda t: t.max(), inputs[0], grad=True)
     assert "stablehlo.compare" in text  # (the mask, computed by the program)
+
+
+def test_max_over_a_dim_takes_the_argmaxs_tangent_alone_and_float16_ties_count():
+    """A tangent of inf away from the argmax made eager's max(dim) tangent NaN (inf * 0; torch
+    and jit: the argmax's); under jit a float16 count of 70000 ties overflowed to inf, and the
+    gradient was 0 (review)."""
+    x, v = np.array([1.0, 5.0, 2.0]), np.array([np.inf, 1.0, np.nan])
+    f = lambda x, v: func.jvp(lambda s: s.max(0)[0], (x,), (v,))[1]
+    want = torch.func.jvp(lambda s: s.max(0)[0], (torch.tensor(x),), (torch.tensor(v),))[1]
+    assert f(minigrad.Tensor(x), minigrad.Tensor(v)).item() == hlo.jit(f)(x, v).item() == want.item()
+    g = func.grad(lambda t: t.max())
+    zeros = np.zeros(70000, np.float16)
+    np.testing.assert_array_equal(hlo.jit(g)(zeros).data, g(minigrad.Tensor(zeros)).data)
 
 
 def test_what_is_not_exported_is_a_clear_error():

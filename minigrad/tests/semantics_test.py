@@ -1043,6 +1043,21 @@ def test_max_routes_an_inf_or_nan_gradient_to_the_maximum_alone_as_torch():
     np.testing.assert_equal(results[0], results[1])
 
 
+def test_a_leafs_second_gradient_in_a_pass_leaves_a_siblings_pending_gradient_alone():
+    """Add's backward hands one array to both inputs: the leaf kept it as its .grad, and its
+    second gradient in the same pass was added into it in place, changing the other input's
+    gradient still waiting to run (y.grad 18 where torch gives 3; found by review)."""
+    results = []
+    for make in (minigrad.Tensor, torch.tensor):
+        x, y = make([0.5, -0.5], requires_grad=True), make([1.0, 2.0], requires_grad=True)
+        ((x + y * 3).tanh().sum() + (x * x).sum()).backward()
+        x2, y2 = make([0.5, -0.5], requires_grad=True), make([1.0, 2.0], requires_grad=True)
+        ((x2 + y2 * 3) * 1 + x2 * 5).sum().backward()
+        results.append((x.grad.tolist(), y.grad.tolist(), x2.grad.tolist(), y2.grad.tolist()))
+    np.testing.assert_allclose(np.concatenate([np.ravel(r) for r in results[0]]),
+                               np.concatenate([np.ravel(r) for r in results[1]]), rtol=1e-12)
+
+
 def test_formatting_membership_and_conversion_errors_as_torch():
     """f"{loss:.4f}" raised TypeError, `2 in t` raised (truth value of a tensor), item() and
     bool() of several elements raised ValueError, an empty tensor's repr hid its shape, and
