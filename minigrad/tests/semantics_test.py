@@ -1049,10 +1049,14 @@ def test_a_leafs_second_gradient_in_a_pass_leaves_a_siblings_pending_gradient_al
     gradient still waiting to run (y.grad 18 where torch gives 3; found by review)."""
     results = []
     for make in (minigrad.Tensor, torch.tensor):
+        # (made in this order, the other terms' nodes run between the Add and y * 3's node)
         x, y = make([0.5, -0.5], requires_grad=True), make([1.0, 2.0], requires_grad=True)
-        ((x + y * 3).tanh().sum() + (x * x).sum()).backward()
+        w = y * 3
+        reg = (x * x).sum()
+        ((x + w).tanh().sum() + reg).backward()
         x2, y2 = make([0.5, -0.5], requires_grad=True), make([1.0, 2.0], requires_grad=True)
-        ((x2 + y2 * 3) * 1 + x2 * 5).sum().backward()
+        w2, u = y2 * 3, x2 * 5
+        ((x2 + w2) * 1 + u).sum().backward()
         results.append((x.grad.tolist(), y.grad.tolist(), x2.grad.tolist(), y2.grad.tolist()))
     np.testing.assert_allclose(np.concatenate([np.ravel(r) for r in results[0]]),
                                np.concatenate([np.ravel(r) for r in results[1]]), rtol=1e-12)
