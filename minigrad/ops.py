@@ -502,10 +502,14 @@ class Max(Function):
         mask = ctx.mask
         if tracing():
             mask = routing(ctx.inputs[0], ctx.inputs[1] if len(ctx.inputs) > 1 else None, ctx.axes)
-        hit = Compare.apply(np.not_equal, mask, 0) if mask.__class__ is Tensor else mask != 0
-        # Selected, not only multiplied: torch routes the gradient, so an inf or NaN upstream
-        # gradient leaves the other elements 0 (the product made them NaN)
-        return Where.apply(hit, _unreduce(ctx, grad) * mask, 0)
+        return route(_unreduce(ctx, grad), mask)
+
+
+def route(values, mask):
+    """values * mask where the mask is nonzero, 0 elsewhere: a select, as torch routes max's
+    gradient (and torch.func its tangent over a dim): an inf or NaN elsewhere times 0 was NaN."""
+    hit = Compare.apply(np.not_equal, mask, 0) if mask.__class__ is Tensor else mask != 0
+    return Where.apply(hit, values * mask, 0)
 
 
 def routing(a, dim, axes):

@@ -113,12 +113,9 @@ def _max_tangent(a, dim=None, keepdim=False, da=None):
 
 
 def _routed(da, mask, single, axes, keepdim):
-    """The tangent at the maxima: over one dim the argmax's alone, as torch.func's (an inf
-    elsewhere times 0 was NaN); over all, the tie-weighted sum, where torch's is NaN too."""
-    picked = da * mask
-    if single:
-        picked = ops.Where.apply(ops.Compare.apply(np.not_equal, mask, 0), picked, 0)
-    return ops.Sum.apply(picked, axes, keepdim)
+    """The tangent at the maxima: over one dim the argmax's alone, as torch.func's; over all,
+    the tie-weighted sum (an inf elsewhere makes it NaN, as torch.func's)."""
+    return ops.Sum.apply(ops.route(da, mask) if single else da * mask, axes, keepdim)
 
 
 def tangent(cls, args, out, tangents):
