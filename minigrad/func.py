@@ -28,7 +28,7 @@ import numpy as np
 
 from minigrad import autograd, batching, function, ops
 from minigrad.batching import repeated
-from minigrad.grad_mode import _State, enable_grad, no_grad
+from minigrad.grad_mode import _State, enable_grad, no_grad, tracing
 from minigrad.levels import (BatchLevel, FoldLevel, ForwardLevel, Suspend, as_tensor, enclosing,
                              flatten, innermost_batch, mark_batched, promote, release, structure,
                              suspended, unflatten)
@@ -67,10 +67,10 @@ def _fresh_input(value, level, connect, copy_shared=False):
         elif t._batch in enclosing(level):  # batched by an enclosing vmap
             t = level.lift(t)
         elif not inside:
-            if any(getattr(outer, "traces", False) for outer in stack[:at]):
-                # (a jit around the vmap: the copy in operations that its trace records, so
-                # that the program computes it from its input; a bare view was compiled in as
-                # a constant, and later calls' parameters were not read)
+            if tracing():
+                # (a jit around the vmap, as one is never inside: the copy in operations that
+                # its trace records, so that the program computes it from its input; a bare
+                # view was compiled in as a constant, and later calls' parameters were not read)
                 with suspended(stack[at:]):
                     t = repeated(t, level.size)
             else:
