@@ -64,8 +64,8 @@ def _numerical(fn, inputs, o_index, t, eps, rows):
             minus = _outputs(fn, inputs)[o_index].data.ravel().copy()
         t.data[index] = saved
         column = (plus - minus) / (2 * eps)
-        numerical[:, e] = np.concatenate([column.real, column.imag]) if column.dtype.kind == "c" \
-            else column
+        numerical[:, e] = (np.concatenate([column.real, column.imag])
+                           if column.dtype.kind == "c" else column)
     return numerical
 
 
