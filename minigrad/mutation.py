@@ -1,6 +1,6 @@
 """Mutation check of minigrad's tests: do they catch small bugs in ops.py and functional.py?
 
-    bazel run //minigrad:mutation -- --max 80 --jobs 2
+    ./bazelw run //minigrad:mutation -- --max 80 --jobs 2
 
 The engine is tools/mutation_check.py; this file names what it mutates and runs.
 """
@@ -15,8 +15,8 @@ TESTS = ["gradients_test.py", "semantics_test.py", "dtypes_test.py", "autograd_t
 NAMED = [
     Named("ops.py", "    return out, mask / mask.sum(axis=dim, keepdims=True)",
           "    return out, mask * 1.0", "max() ties: gradient 1.0 to each tie"),
-    Named("functional.py", "        g_grad = ((probs - onehot) * g).sum() / n if _needs(grad) else None",
-          "        g_grad = -((probs - onehot) * g).sum() / n if _needs(grad) else None",
+    Named("functional.py", "            g_grad = ((probs - onehot) * g).sum() / n",
+          "            g_grad = -((probs - onehot) * g).sum() / n",
           "cross_entropy double-backward: sign of d/dgrad"),
     Named("functional.py", "        return grad - out.exp() * grad.sum(ctx.dim, keepdim=True), None",
           "        return grad, None", "log_softmax backward without its softmax term"),
