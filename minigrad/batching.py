@@ -236,8 +236,7 @@ def cross_entropy_grad(cls, args, batched):
     batch = next(a for a, b in zip(args, batched) if b).shape[0]
     shape = _example_shape(logits, target, bl, bt)
     probs = F.Softmax.apply(_rows(logits, bl, batch), 1)
-    onehot = F.PickGrad.apply(Tensor._wrap(np.ones(probs.shape[0], probs.dtype)),
-                              _rows(target, bt, batch), shape[1])
+    onehot = F.onehot(_rows(target, bt, batch), probs.shape[0], shape[1], probs.dtype)
     scale = grad / shape[0]
     if bg:
         scale = ops.Reshape.apply(scale, (batch, 1, 1))

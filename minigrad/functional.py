@@ -235,10 +235,8 @@ class CrossEntropyGrad(Function):
         probs = Softmax.apply(logits, 1)
         g_logits = Softmax.backward_of(probs, g * (grad / n), 1) if _needs(logits) else None
         g_grad = None
-        if _needs(grad):  # (the one-hot an operation on the target, which a trace then reads:
-            # as an array it was compiled in, and jit gave the first call's targets' gradient)
-            onehot = PickGrad.apply(_wrap(np.ones(n, probs.dtype)), target, logits.shape[1])
-            g_grad = ((probs - onehot) * g).sum() / n
+        if _needs(grad):
+            g_grad = ((probs - onehot(target, n, logits.shape[1], probs.dtype)) * g).sum() / n
         return g_logits, None, g_grad  # (none for log_probs: _pad)
 
 
@@ -261,6 +259,13 @@ class Pick(Function):
     def backward(ctx, grad):
         x, target = ctx.inputs
         return PickGrad.apply(grad, target, x.shape[1]), None
+
+
+def onehot(target, rows, classes, dtype):
+    """(rows, classes) of dtype, 1 at each row's class index: an operation on the target (PickGrad
+    of ones), which a trace reads; built as an array from the target's values, jit compiled the
+    first call's targets in."""
+    return PickGrad.apply(_wrap(np.ones(rows, dtype)), target, classes)
 
 
 class PickGrad(Function):
