@@ -61,9 +61,16 @@ py::array restore_axis(const py::array& a, int axis, const py::array& like) {
   return py::cast<py::array>(py::module_::import("numpy").attr("moveaxis")(a, -1, axis));
 }
 
-int normalize_axis(const py::array& a, int axis, const char* op) {
-  const int64_t d = warp_softmax::normalize_dim(axis, a.ndim());
-  if (d < 0) throw py::index_error(warp_softmax::dim_error(op, "axis", axis, a.ndim()));
+// `axis` as an index into a's dims. An int or anything with __index__ (np.int64), not a bool
+// or a float: NumPy's reductions refuse those, and pybind11's int would take a bool as 0 or 1.
+int normalize_axis(const py::array& a, py::handle axis, const char* op) {
+  if (PyBool_Check(axis.ptr()) || !PyIndex_Check(axis.ptr())) {
+    throw py::type_error(std::string(op) + ": axis must be an int, not " + Py_TYPE(axis.ptr())->tp_name);
+  }
+  const int64_t value = PyNumber_AsSsize_t(axis.ptr(), nullptr);  // past int64: clamped, out of range
+  if (value == -1 && PyErr_Occurred()) throw py::error_already_set();
+  const int64_t d = warp_softmax::normalize_dim(value, a.ndim());
+  if (d < 0) throw py::index_error(warp_softmax::dim_error(op, "axis", value, a.ndim()));
   return static_cast<int>(d);
 }
 
@@ -93,10 +100,10 @@ py::array forward_t(const py::array& x, int axis, bool log) {
   return restore_axis(out, axis, x);
 }
 
-py::array forward(const py::array& x, int axis, bool log) {
+py::array forward(const py::array& x, py::handle axis_arg, bool log) {
   const char* op = log ? "log_softmax" : "softmax";
   check_dtype(x, op);
-  axis = normalize_axis(x, axis, op);
+  const int axis = normalize_axis(x, axis_arg, op);
   return x.itemsize() == 4 ? forward_t<float>(x, axis, log) : forward_t<double>(x, axis, log);
 }
 
@@ -120,7 +127,7 @@ py::array backward_t(const py::array& dy, const py::array& y, int axis, bool log
   return restore_axis(dx, axis, dy);
 }
 
-py::array backward(const py::array& dy, const py::array& y, int axis, bool log) {
+py::array backward(const py::array& dy, const py::array& y, py::handle axis_arg, bool log) {
   const char* op = log ? "log_softmax_backward" : "softmax_backward";
   check_dtype(dy, op);
   check_dtype(y, op);
@@ -128,7 +135,7 @@ py::array backward(const py::array& dy, const py::array& y, int axis, bool log) 
       !std::equal(dy.shape(), dy.shape() + dy.ndim(), y.shape())) {
     throw py::value_error(std::string(op) + ": dy and y must have the same shape and dtype");
   }
-  axis = normalize_axis(dy, axis, op);
+  const int axis = normalize_axis(dy, axis_arg, op);
   return dy.itemsize() == 4 ? backward_t<float>(dy, y, axis, log) : backward_t<double>(dy, y, axis, log);
 }
 
@@ -136,14 +143,14 @@ py::array backward(const py::array& dy, const py::array& y, int axis, bool log) 
 
 PYBIND11_MODULE(warp_softmax_numpy, m) {
   m.doc() = "warp_softmax's CPU kernels over NumPy arrays (float32, float64)";
-  m.def("softmax", [](const py::array& x, int axis) { return forward(x, axis, false); },
-        py::arg("x"), py::arg("axis") = -1, "softmax of x along axis");
-  m.def("log_softmax", [](const py::array& x, int axis) { return forward(x, axis, true); },
-        py::arg("x"), py::arg("axis") = -1, "log_softmax of x along axis");
+  m.def("softmax", [](const py::array& x, py::handle axis) { return forward(x, axis, false); },
+        py::arg("x"), py::arg("axis") = py::int_(-1), "softmax of x along axis");
+  m.def("log_softmax", [](const py::array& x, py::handle axis) { return forward(x, axis, true); },
+        py::arg("x"), py::arg("axis") = py::int_(-1), "log_softmax of x along axis");
   m.def("softmax_backward",
-        [](const py::array& dy, const py::array& y, int axis) { return backward(dy, y, axis, false); },
-        py::arg("dy"), py::arg("y"), py::arg("axis") = -1, "y * (dy - sum(dy * y, axis))");
+        [](const py::array& dy, const py::array& y, py::handle axis) { return backward(dy, y, axis, false); },
+        py::arg("dy"), py::arg("y"), py::arg("axis") = py::int_(-1), "y * (dy - sum(dy * y, axis))");
   m.def("log_softmax_backward",
-        [](const py::array& dy, const py::array& y, int axis) { return backward(dy, y, axis, true); },
-        py::arg("dy"), py::arg("y"), py::arg("axis") = -1, "dy - exp(y) * sum(dy, axis)");
+        [](const py::array& dy, const py::array& y, py::handle axis) { return backward(dy, y, axis, true); },
+        py::arg("dy"), py::arg("y"), py::arg("axis") = py::int_(-1), "dy - exp(y) * sum(dy, axis)");
 }

@@ -49,8 +49,8 @@ const at::Tensor* plain_tensor(PyObject* obj) {
   return &THPVariable_Unpack(obj);
 }
 
-// The dim a Python int gives; nullopt for anything else (bool, SymInt, an int
-// past int64), which torch.ops then accepts or reports.
+// The dim a Python int gives; nullopt for anything else (SymInt, an int past
+// int64), which torch.ops then accepts or reports.
 std::optional<int64_t> plain_dim(PyObject* obj) {
   if (!PyLong_CheckExact(obj)) return std::nullopt;
   int overflow = 0;
@@ -67,6 +67,11 @@ PyObject* entry(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
   const auto slow = [&] { return PyObject_Vectorcall(fallback[kEntry], args, nargs, nullptr); };
   if (nargs != kTensors + 1) return slow();
+  // torch.ops would take a bool as 0 or 1; torch.softmax refuses it, and so do we.
+  if (PyBool_Check(args[kTensors])) {
+    PyErr_Format(PyExc_TypeError, "%s(): argument 'dim' must be int, not bool", kNames[kEntry]);
+    return nullptr;
+  }
   const at::Tensor* tensors[kTensors];
   for (size_t i = 0; i < kTensors; ++i) {
     tensors[i] = plain_tensor(args[i]);

@@ -64,6 +64,13 @@ def test_bad_input_is_a_python_exception():
         k.softmax(np.ones((2, 3)), 2)
     with pytest.raises(ValueError, match="same shape"):
         k.softmax_backward(np.ones((2, 3)), np.ones((3, 2)))
+    # An axis as NumPy's reductions take it: np.int64 yes, a bool or a float no (not as 0 or 1).
+    assert np.array_equal(k.softmax(np.ones((2, 3)), np.int64(0)), np.full((2, 3), 0.5))
+    for axis, name in ((True, "bool"), (1.0, "float"), (None, "NoneType")):
+        with pytest.raises(TypeError, match="softmax: axis must be an int, not " + name):
+            k.softmax(np.ones((2, 3)), axis)
+        with pytest.raises(TypeError, match="softmax_backward: axis must be an int, not " + name):
+            k.log_softmax_backward(np.ones((2, 3)), np.ones((2, 3)), axis)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -161,6 +161,11 @@ def test_bad_input_is_a_clear_error_never_a_crash():
     # IndexError, as torch.softmax, eagerly and in fake mode (what torch.compile runs).
     with pytest.raises(IndexError, match=r"dim 2 is out of range for 2 dimensions \(valid: -2 to 1\)"):
         kernels.warp_softmax(torch.ones(2, 3), 2)
+    # A bool dim is a TypeError, as torch.softmax's (torch.ops would take it as 0 or 1).
+    with pytest.raises(TypeError, match=r"warp_softmax\(\): argument 'dim' must be int, not bool"):
+        kernels.warp_softmax(torch.ones(2, 3), True)
+    with pytest.raises(TypeError, match=r"warp_log_softmax_backward\(\): argument 'dim' must be int, not bool"):
+        kernels.warp_log_softmax_backward(torch.ones(2, 3), torch.ones(2, 3), False)
     with torch._subclasses.FakeTensorMode(), pytest.raises(IndexError, match="out of range"):
         kernels.warp_softmax(torch.empty(2, 3), -3)
     with pytest.raises((NotImplementedError, RuntimeError), match="SparseCPU"):
