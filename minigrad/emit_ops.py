@@ -77,11 +77,14 @@ class Emitter:
             return name
         return self.op("stablehlo.convert %s" % name, shape, dst, [self.type(shape, src)])
 
-    def broadcast(self, name, shape, dtype, to):
+    def broadcast(self, name, shape, dtype, to, dims=None):
+        """A (shape, dtype) value broadcast to `to`, its dims landing at `dims` of `to` (by
+        default the trailing ones, as NumPy aligns shapes)."""
         shape, to = tuple(shape), tuple(to)
-        if shape == to:
-            return name
-        dims = list(range(len(to) - len(shape), len(to)))
+        if dims is None:
+            if shape == to:
+                return name
+            dims = range(len(to) - len(shape), len(to))
         return self.op("stablehlo.broadcast_in_dim %s, dims = %s" % (name, _list(dims)), to, dtype,
                        [self.type(shape, dtype)])
 
@@ -343,9 +346,8 @@ def _index_add(em, args, out):
 
 def _softmax_parts(em, x, shape, dtype, axis):
     """(x - max, sum(exp(x - max))) along axis, both broadcast back to shape."""
-    back = lambda name: em.op("stablehlo.broadcast_in_dim %s, dims = %s" % (
-        name, _list(i for i in range(len(shape)) if i != axis)), shape, dtype,
-        [em.type(tuple(n for i, n in enumerate(shape) if i != axis), dtype)])
+    kept = [i for i in range(len(shape)) if i != axis]
+    back = lambda name: em.broadcast(name, [shape[i] for i in kept], dtype, shape, kept)
     m = back(em.reduce(x, shape, dtype, (axis,), "maximum"))
     shifted = em.op("stablehlo.subtract %s, %s" % (x, m), shape, dtype)
     e = em.op("stablehlo.exponential %s" % shifted, shape, dtype)
@@ -374,8 +376,7 @@ def _hits(em, target, shape):
         # it (a constant passed eager's check at the trace)
         em.target_checks.append((em.names[id(t)][0], t.shape, t.dtype, shape))
     name = em.value(t)
-    index = em.op("stablehlo.broadcast_in_dim %s, dims = [0]" % name, shape, t.dtype,
-                  [em.type(t.shape, t.dtype)])
+    index = em.broadcast(name, t.shape, t.dtype, shape, [0])
     iota = em.op("stablehlo.iota dim = 1", shape, t.dtype)
     return em.op("stablehlo.compare EQ, %s, %s" % (index, iota), shape, bool, [em.type(shape, t.dtype)] * 2)
 
@@ -445,8 +446,7 @@ def _pick(em, args, out):
 def _pick_grad(em, args, out):
     g, target, _ = args
     shape = out.shape
-    spread = em.op("stablehlo.broadcast_in_dim %s, dims = [0]" % em.operand(g, g.shape, out.dtype),
-                   shape, out.dtype, [em.type(g.shape, out.dtype)])
+    spread = em.broadcast(em.operand(g, g.shape, out.dtype), g.shape, out.dtype, shape, [0])
     return _picked(em, spread, target, shape, out.dtype)
 
 
