@@ -161,7 +161,8 @@ def _module(inputs, nodes, outs, flag=False, donate=()):
         em.bind(out, EMIT[cls](em, args, out))
     results = [em.value(o) for o in outs]
     types = [em.type(o.data.shape, o.data.dtype) for o in outs]
-    checks = [c for c in em.target_checks if c[3][0]] if flag else []
+    # (once each: the gradient's PickGrad checks the target its Pick checked)
+    checks = list(dict.fromkeys(c for c in em.target_checks if c[3][0])) if flag else []
     sources, computed = [], {}  # computed: {SSA name: (index, shape, dtype)}
     for name, t_shape, t_dtype, shape in checks:
         if name.startswith("%arg"):
