@@ -6,6 +6,7 @@ gradient rules live there, and autograd.py walks the graph they record.
 
 import collections
 import numbers
+import threading
 import warnings
 import weakref
 
@@ -46,10 +47,10 @@ class Tensor:
             data._refuse_unreadable("Tensor()", "copy it by a tensor operation, which the "
                                  "transform sees: t.detach() * 1")  # (Tensor reads the value)
             data = data.data
-        self.data = np.array(data, dtype=dtype)
-        if self.data.dtype == object and isinstance(data, (list, tuple)):
-            # one-element tensors in a list are numbers, as torch.tensor takes them
-            self.data = np.array(_numbers(data), dtype=dtype)
+        if isinstance(data, (list, tuple)):
+            self.data = _array_of_list(data, dtype)
+        else:
+            self.data = np.array(data, dtype=dtype)
         if self.data.dtype.kind in "OSUV":  # (strings and bytes too, as torch refuses them)
             raise TypeError("Tensor data must be numeric, got %r" % (data,))
         self._grad = None
@@ -192,6 +193,18 @@ class Tensor:
             raise RuntimeError("can't call numpy() on a tensor that requires grad; "
                                "use tensor.detach().numpy()")
         return self.data
+
+    def __array__(self, dtype=None, copy=None):
+        """np.asarray(t), and NumPy, matplotlib and the like reading a tensor: numpy()'s
+        array (refused where numpy() is), converted to dtype, copied as NumPy's copy asks."""
+        if _listing.on:
+            raise _TensorInList
+        array = self.numpy()
+        if dtype is not None and array.dtype != dtype:
+            if copy is False:
+                raise ValueError("converting a %s tensor to %s needs a copy" % (array.dtype, np.dtype(dtype)))
+            return array.astype(dtype)
+        return array.copy() if copy else array
 
     def tolist(self):
         """The values as (nested lists of) Python numbers; a 0-d tensor's as one number."""
@@ -632,6 +645,32 @@ def _index(index):
             select.extend([slice(None)] * dims)
             rest.append(e)
     return tuple(select), tuple(rest)
+
+
+class _TensorInList(Exception):
+    pass
+
+
+class _Listing(threading.local):
+    on = False  # np.array is reading a list for Tensor() (_array_of_list), in this thread
+
+
+_listing = _Listing()
+
+
+def _array_of_list(data, dtype):
+    """torch.tensor's array of a (nested) list: a tensor in it is its one number (torch's error
+    for others). NumPy would read a tensor by __array__, a (2,) tensor as a row: while it
+    reads the list, __array__ stops it, and the list is read again through _numbers (only
+    then: a list of plain numbers goes at NumPy's speed)."""
+    _listing.on = True
+    try:
+        return np.array(data, dtype=dtype)
+    except _TensorInList:
+        pass
+    finally:
+        _listing.on = False
+    return np.array(_numbers(data), dtype=dtype)
 
 
 def _numbers(data):

@@ -1098,6 +1098,38 @@ def test_a_list_of_one_element_tensors_makes_a_tensor_like_torch():
             T(bad)
     with pytest.raises(ValueError, match="only one element tensors"):
         torch.tensor([torch.tensor([1.0, 2.0])])
+    # a leaf that requires grad is read for its number, as torch.tensor reads it
+    assert T([T(1.5, requires_grad=True)]).tolist() == [1.5]  # (torch: the same, and a warning)
+    # ... in any thread (the list's reading is marked per thread)
+    import concurrent.futures
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        assert pool.submit(lambda: T([T(1.0), 2.0]).tolist()).result() == [1.0, 2.0]
+
+
+@pytest.mark.filterwarnings("ignore:__array__ implementation doesn't accept a copy")  # (torch's)
+def test_numpy_reads_a_tensor_as_torchs_numpy():
+    """np.asarray(t) (and what calls it: np.testing, matplotlib) gave a 0-d object array
+    holding the tensor; torch's __array__ gives the values."""
+    T = minigrad.Tensor
+    for lib, make in (("minigrad", T), ("torch", torch.tensor)):
+        t = make(np.array([1.0, 2.0]))
+        a = np.asarray(t)
+        assert a.dtype == np.float64 and a.tolist() == [1.0, 2.0], lib
+        a[0] = 5.0  # a view of the tensor's memory, as t.numpy()
+        assert t.tolist() == [5.0, 2.0], lib
+        b = np.array(t)  # copies
+        b[1] = 7.0
+        assert t.tolist() == [5.0, 2.0], lib
+        assert np.asarray(t, dtype=np.float32).dtype == np.float32, lib
+        np.testing.assert_allclose(t, [5.0, 2.0])
+        assert np.asarray(make(3.0)).shape == () and float(np.asarray(make(3.0))) == 3.0, lib
+        assert np.asarray([make(np.ones(2)), make(np.ones(2))]).shape == (2, 2), lib
+        with pytest.raises(RuntimeError, match="(?i)can't call numpy\\(\\) on (a )?tensor that requires grad"):
+            np.asarray(make(np.ones(2)).requires_grad_())
+    with pytest.raises(ValueError, match="float64 tensor to float32 needs a copy"):
+        np.array(T(np.ones(2)), dtype=np.float32, copy=False)
+    with pytest.raises(RuntimeError, match="numpy\\(\\) of a batched tensor"):
+        func.vmap(lambda x: T(np.asarray(x)))(T(np.ones((2, 3))))
 
 
 
