@@ -461,7 +461,13 @@ class Tensor:
         keeps self's shape and casts to its dtype as torch's canCast allows (no float into an
         integer tensor, no complex into a real one, nothing but bool into bool)."""
         self._check_inplace(other)  # (so nothing below records: op.apply only computes)
-        result = op.apply(self, other if alpha == 1 else other * alpha)
+        result = self._fits(name, op.apply(self, other if alpha == 1 else other * alpha))
+        np.copyto(self.data, result.data, casting="unsafe")
+        self._version[0] += 1
+        return self
+
+    def _fits(self, name, result):
+        """`result` of an in-place operation on self, checked as torch checks one."""
         if not _dtypes.can_cast(result.dtype, self.dtype):
             raise RuntimeError("%s: result type %s can't be cast to the desired output type %s "
                                "(as in torch); use the out-of-place operation"
@@ -469,9 +475,7 @@ class Tensor:
         if result.shape != self.shape:
             raise RuntimeError("%s: output with shape %s doesn't match the broadcast shape %s "
                                "(as in torch)" % (name, list(self.shape), list(result.shape)))
-        np.copyto(self.data, result.data, casting="unsafe")
-        self._version[0] += 1
-        return self
+        return result
 
     def add_(self, other, alpha=1):
         return self._update("add_", _ops.Add, other, alpha)
@@ -488,8 +492,9 @@ class Tensor:
     # `x += y` changes x in place, as in torch (w -= lr * w.grad under no_grad updates the
     # parameter that w names). Where torch would record the change in the graph (x or y
     # tracked, or inside a transform), minigrad, which records no in-place operation, binds x
-    # to the out-of-place result instead: the same values and gradients for x, and residual
-    # code (out += identity) keeps working; only another name for x's old tensor differs.
+    # to the out-of-place result instead, checked and cast as add_ would leave x (its shape
+    # and dtype): the same values and gradients for x, and residual code (out += identity)
+    # keeps working; only another name for x's old tensor differs.
     def _records(self, other):
         if _State.transforms:
             return True
@@ -499,17 +504,21 @@ class Tensor:
             return self.grad_fn is not None
         return other.__class__ is Tensor and other._requires_grad
 
+    def _rebound(self, name, result):
+        result = self._fits(name, result)
+        return result if result.dtype == self.dtype else _ops.Cast.apply(result, self.dtype)
+
     def __iadd__(self, other):
-        return self + other if self._records(other) else self.add_(other)
+        return self._rebound("add_", self + other) if self._records(other) else self.add_(other)
 
     def __isub__(self, other):
-        return self - other if self._records(other) else self.sub_(other)
+        return self._rebound("sub_", self - other) if self._records(other) else self.sub_(other)
 
     def __imul__(self, other):
-        return self * other if self._records(other) else self.mul_(other)
+        return self._rebound("mul_", self * other) if self._records(other) else self.mul_(other)
 
     def __itruediv__(self, other):
-        return self / other if self._records(other) else self.div_(other)
+        return self._rebound("div_", self / other) if self._records(other) else self.div_(other)
 
     def zero_(self):
         self._check_inplace()

@@ -735,6 +735,52 @@ def test_an_in_place_operator_where_torch_records_it_gives_torchs_gradients():
     assert_matches_torch(accumulate, [np.array([1.0, -2.0, 0.5])])
 
 
+@pytest.mark.parametrize("case", ["float32 += float64", "(3,) += (2, 3)", "float64 += 1j",
+                                  "int64 += requires grad", "float32 *= 2.5"])
+def test_a_recorded_in_place_operator_keeps_the_dtype_and_shape_or_raises_like_torch(case):
+    # Where torch records x op= y, minigrad binds x to the out-of-place result: it took that
+    # result's dtype and shape (float32 += float64 gave float64, (3,) += (2, 3) gave (2, 3)).
+    def run(lib, tensor):
+        x = tensor(np.array([1.0, 2.0, 3.0], np.float32), requires_grad=True)
+        h = x * 1.0  # (a non-leaf: torch records its in-place update)
+        y = tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True)
+        if case == "float32 += float64":
+            h += y
+        elif case == "(3,) += (2, 3)":
+            h = tensor(np.ones(3), requires_grad=True) * 1.0
+            h += tensor(np.ones((2, 3)))
+        elif case == "float64 += 1j":
+            h = y * 1.0
+            h += 1j
+        elif case == "int64 += requires grad":
+            h = tensor(np.array([1, 2, 3]))
+            h += y
+        else:
+            h *= 2.5
+        h.sum().backward()
+        return str(h.dtype).replace("torch.", ""), h.detach().numpy().tolist(), [
+            (str(t.grad.dtype).replace("torch.", ""), t.grad.numpy().tolist()) for t in (x, y)
+            if t.grad is not None]
+
+    outcomes = []
+    for lib, tensor in (("minigrad", minigrad.Tensor), ("torch", torch.tensor)):
+        try:
+            outcomes.append(run(lib, tensor))
+        except RuntimeError as e:
+            message = str(e)
+            assert ("can't be cast to the desired output type" in message
+                    or "doesn't match the broadcast shape" in message), (lib, message)
+            outcomes.append("raises")
+    assert outcomes[0] == outcomes[1], outcomes
+    if case == "float32 += float64":  # and inside transforms, where every x op= y is recorded
+        def f(x):
+            h = x * 1.0
+            h += minigrad.Tensor(np.ones(3))
+            return h
+        assert func.vmap(f)(minigrad.Tensor(np.ones((2, 3), np.float32))).dtype == np.float32
+        assert func.jacrev(f)(minigrad.Tensor(np.ones(3, np.float32))).dtype == np.float32
+
+
 def test_a_saved_tensor_changed_by_an_in_place_operator_is_caught_like_torch():
     for tensor, no_grad in ((minigrad.Tensor, minigrad.no_grad), (torch.tensor, torch.no_grad)):
         x = tensor(np.array([0.5, 1.0]), requires_grad=True)
