@@ -135,7 +135,8 @@ class Div(_Binary):
         ctx.saved_tensors
         a, b = ctx.inputs
         return (_sum_to(grad / _conj(b), _shape(a)) if _needs(a) else None,
-                _sum_to(-grad * _conj(a / (b * b)), _shape(b)) if _needs(b) else None)
+                # (a / b / b, as torch: b * b overflowed first, a float16 b of 300 gave -0)
+                _sum_to(-grad * _conj(a / b / b), _shape(b)) if _needs(b) else None)
 
 
 class Pow(_Binary):
@@ -176,11 +177,17 @@ def pow_da(d, a, b, conj=None):
 
 
 def pow_db(a, b):
-    """d(a**b)/db: a**b * log(a), and 0 where a == 0 and b >= 0."""
-    log = Log.apply(a) if a.__class__ is Tensor else np.log(a)
+    """d(a**b)/db: a**b * log(a), and 0 where a == 0 and b >= 0. A tensor a's log is taken in
+    the result's dtype, as torch's (in a float16 base's own, a float64 exponent's gradient
+    was 2e-5 off)."""
+    power = a ** b
+    if a.__class__ is Tensor:
+        log = Log.apply(a if a.dtype == power.dtype else Cast.apply(a, power.dtype))
+    else:
+        log = np.log(a)
     zero_base = Compare.apply(np.logical_and, Compare.apply(np.equal, a, 0),
                               Compare.apply(real_greater_equal, b, 0))
-    return Where.apply(zero_base, 0, a ** b * log)
+    return Where.apply(zero_base, 0, power * log)
 
 
 def real_greater_equal(x, y):

@@ -781,6 +781,24 @@ def test_a_recorded_in_place_operator_keeps_the_dtype_and_shape_or_raises_like_t
         assert func.jacrev(f)(minigrad.Tensor(np.ones(3, np.float32))).dtype == np.float32
 
 
+def test_mixed_precision_gradients_of_div_and_pow_are_torchs():
+    """Div's divisor gradient squared b first (b * b overflowed: a float16 b of 300 gave -0),
+    pow's exponent gradient took log(a) in a float16 base's precision (2e-5 off)."""
+    def grads(tensor):
+        a = tensor(np.ones(2, np.float16), requires_grad=True)
+        b = tensor(np.array([300.0, 1000.0], np.float16), requires_grad=True)
+        (a / b).sum().backward()
+        big = tensor(np.array([1e20, 3e19], np.float32), requires_grad=True)
+        (tensor(np.ones(2, np.float32)) / big).sum().backward()
+        x = tensor(np.array([0.5, 1.5]), requires_grad=True)
+        (tensor(np.array([3.0, 10.0], np.float16)) ** x).sum().backward()
+        return [t.grad.numpy().astype(np.float64) for t in (b, big, x)]
+
+    for got, want, rtol in zip(grads(minigrad.Tensor), grads(torch.tensor), (1e-3, 1e-6, 1e-12)):
+        assert np.all(got != 0)
+        np.testing.assert_allclose(got, want, rtol=rtol)
+
+
 def test_a_saved_tensor_changed_by_an_in_place_operator_is_caught_like_torch():
     for tensor, no_grad in ((minigrad.Tensor, minigrad.no_grad), (torch.tensor, torch.no_grad)):
         x = tensor(np.array([0.5, 1.0]), requires_grad=True)
