@@ -781,6 +781,19 @@ def test_a_recorded_in_place_operator_keeps_the_dtype_and_shape_or_raises_like_t
         assert func.jacrev(f)(minigrad.Tensor(np.ones(3, np.float32))).dtype == np.float32
 
 
+def test_a_complex_gradient_for_a_real_output_is_an_error_like_torch():
+    # (it was cast to the output's dtype, its imaginary part dropped silently)
+    for lib, tensor, grad in (("minigrad", minigrad.Tensor, minigrad.grad),
+                              ("torch", torch.tensor, torch.autograd.grad)):
+        x = tensor(np.ones(3), requires_grad=True)
+        with pytest.raises(RuntimeError, match="(?i)for complex tensors, both"):
+            (x * 2).sum().backward(tensor(1 + 5j))
+        with pytest.raises(RuntimeError, match="(?i)for complex tensors, both"):
+            grad([(x * 1j).sum()], [x], [tensor(1.0)])
+        (x * 2).sum().backward(tensor(np.float32(3.0)))  # a real one of another dtype is cast
+        assert x.grad.numpy().tolist() == [6.0] * 3, lib
+
+
 def test_mixed_precision_gradients_of_div_and_pow_are_torchs():
     """Div's divisor gradient squared b first (b * b overflowed: a float16 b of 300 gave -0),
     pow's exponent gradient took log(a) in a float16 base's precision (2e-5 off)."""
