@@ -148,7 +148,9 @@ class Pow(_Binary):
     @classmethod
     def forward(cls, ctx, a, b):
         x, y = _operands(a, b)
-        if np.result_type(x, y).kind in "iu" and np.any(np.asarray(y) < 0):
+        # (a list operand as an array: result_type would read it as a dtype's fields)
+        kind = np.result_type(*(np.asarray(v) if isinstance(v, (list, tuple)) else v for v in (x, y))).kind
+        if kind in "iu" and np.any(np.asarray(y) < 0):
             raise ValueError(
                 "pow: integers to negative integer powers are not allowed (base %s of shape %s, "
                 "exponent of shape %s); use a float base: x * 1.0, or Tensor(data, dtype=np.float64)"

@@ -794,6 +794,15 @@ def test_a_complex_gradient_for_a_real_output_is_an_error_like_torch():
         assert x.grad.numpy().tolist() == [6.0] * 3, lib
 
 
+def test_pow_takes_a_list_operand_as_the_other_operators_do():
+    # (it raised "Field elements must be 2- or 3-tuples": NumPy read the list as a dtype)
+    T = minigrad.Tensor
+    assert (T([2.0, 3.0]) ** [1.0, 2.0]).tolist() == (T([2.0, 3.0]) * [1.0, 3.0]).tolist() == [2.0, 9.0]
+    assert ([2, 3] ** T([2, 1])).tolist() == [4, 3]
+    with pytest.raises(ValueError, match="integers to negative integer powers"):
+        T([2, 3]) ** [1, -2]
+
+
 def test_mixed_precision_gradients_of_div_and_pow_are_torchs():
     """Div's divisor gradient squared b first (b * b overflowed: a float16 b of 300 gave -0),
     pow's exponent gradient took log(a) in a float16 base's precision (2e-5 off)."""
