@@ -492,19 +492,21 @@ void backward_rows(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, b
        : (stream ? backward_rows<false, true, T> : backward_rows<false, false, T>))(dy, y, dx, rows, cols);
 }
 
-// float64: three plain passes with libm's exp (precision over speed); z(i)
-// is the row's i-th input.
+// float64: three plain passes with libm's exp (precision over speed), one exp
+// per element: the sum's pass keeps each in y (the output's pass recomputed
+// them: twice NumPy's time, exp being most of it); z(i) is the row's i-th input.
 template <typename Z>
 void forward_row_f64(Z z, double* y, int64_t cols, bool log) {
   double m = -std::numeric_limits<double>::infinity(), s = 0.0;
   for (int64_t i = 0; i < cols; ++i) m = z(i) > m ? z(i) : m;
   if (m == -std::numeric_limits<double>::infinity()) m = std::numeric_limits<double>::quiet_NaN();
-  for (int64_t i = 0; i < cols; ++i) s += ::exp(z(i) - m);
   if (log) {
+    for (int64_t i = 0; i < cols; ++i) s += ::exp(z(i) - m);
     const double log_s = ::log(s);
     for (int64_t i = 0; i < cols; ++i) y[i] = (z(i) - m) - log_s;
   } else {
-    for (int64_t i = 0; i < cols; ++i) y[i] = ::exp(z(i) - m) / s;
+    for (int64_t i = 0; i < cols; ++i) s += (y[i] = ::exp(z(i) - m));
+    for (int64_t i = 0; i < cols; ++i) y[i] /= s;
   }
 }
 
