@@ -310,13 +310,19 @@ class Linear(Function):
     @staticmethod
     def forward(ctx, x, weight, bias):
         ctx.save_for_backward(*ops.each_reads_other(x, weight))
+        ops.same_dtype("linear", x, weight, bias)
         try:
             out = x.data @ weight.data.T
         except ValueError:
             raise ValueError("linear: input of shape %s does not fit a weight of shape %s"
                              % (tuple(x.shape), tuple(weight.shape))) from None
         if bias is not None:
-            out += bias.data
+            try:
+                out += bias.data
+            except ValueError:
+                raise ValueError("linear: a bias of shape %s does not fit the output's shape %s; it "
+                                 "takes (out_features,) = (%d,)" % (tuple(bias.shape), out.shape,
+                                                                   weight.shape[0])) from None
         return _wrap(out)
 
     @staticmethod

@@ -322,6 +322,16 @@ class Neg(Function):
         return -grad
 
 
+def same_dtype(op, *tensors):
+    """torch's check of a matrix product's operands: no promotion, which would run a float32
+    model fed float64 inputs (Tensor of a list, NumPy's default) in float64, silently."""
+    dtypes = [t.dtype for t in tensors if t is not None]
+    if any(d != dtypes[0] for d in dtypes):
+        raise RuntimeError("%s: expected operands of one dtype (as in torch), got %s; cast one with "
+                           ".to(), e.g. x.to(%s)" % (op, " and ".join(map(str, dtypes)),
+                                                     "np." + str(dtypes[-1])))
+
+
 class MatMul(Function):
     """np.matmul: 1-D operands are promoted as NumPy does, batch dimensions broadcast."""
 
@@ -334,9 +344,9 @@ class MatMul(Function):
         if "b" in (a.dtype.kind, b.dtype.kind):  # (NumPy's is a logical or of ands)
             raise TypeError("matmul: boolean tensors are not supported (as in torch); convert to "
                             "a number dtype first")
-        x, y = _operands(a, b)
+        same_dtype("matmul", a, b)
         try:
-            return _wrap(_matmul(x, y))
+            return _wrap(_matmul(a.data, b.data))
         except ValueError:
             raise ValueError("matmul: shapes %s and %s are not aligned"
                              % (tuple(a.shape), tuple(b.shape))) from None

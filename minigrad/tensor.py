@@ -139,6 +139,30 @@ class Tensor:
         """The same data, cut from the graph (shares memory, like torch)."""
         return _ops.Detach.apply(self)
 
+    def to(self, dtype):
+        """This tensor as `dtype` (a NumPy dtype, its name, or a tensor's), as torch's .to(dtype):
+        itself if it has it already, else a recorded cast (its gradient cast back), cut from the
+        graph where the dtype cannot carry gradients (an integer or bool one, as torch's)."""
+        try:
+            dtype = dtype.dtype if isinstance(dtype, Tensor) else np.dtype(dtype)
+        except TypeError:
+            raise TypeError("to: expected a dtype (np.float32, 'float64') or a tensor, got %r "
+                            "(minigrad computes on the CPU, in NumPy)" % (dtype,)) from None
+        if dtype == self.dtype:
+            return self
+        if self.dtype.kind == "c" and dtype.kind != "c":
+            warnings.warn("Casting complex values to real discards the imaginary part (as in torch)",
+                          UserWarning, stacklevel=2)
+        return _ops.Cast.apply(self if dtype.kind in "fc" else self.detach(), dtype)
+
+    def float(self):
+        """float32, as torch's .float()."""
+        return self.to(np.float32)
+
+    def double(self):
+        """float64, as torch's .double()."""
+        return self.to(np.float64)
+
     def backward(self, gradient=None, retain_graph=None, create_graph=False):
         """Accumulates d(self)/d(leaf) into the .grad of every leaf that requires grad.
 

@@ -638,7 +638,7 @@ def test_a_closed_over_tensor_changed_in_place_is_read_again_not_kept_from_the_t
     after 1-3 SGD steps). It traces again when one has changed (its version, or its array
     replaced), and says so from the third time (pass them as arguments instead)."""
     from minigrad import nn, optim
-    model = nn.MLP((2, 4, 3), rng=np.random.default_rng(0))
+    model = nn.MLP((2, 4, 3), rng=np.random.default_rng(0), dtype=np.float64)
     opt = optim.SGD(model.parameters(), lr=0.5)
     forward = hlo.jit(lambda x: model(x))
     x = minigrad.Tensor(np.random.default_rng(1).normal(size=(5, 2)))
@@ -704,7 +704,7 @@ def test_gradients_through_a_jitted_function_are_eagers():
     np.testing.assert_array_equal(func.hessian(lambda x: (square(x) * x).sum())(x).data,
                                   [[6, 0], [0, 12]])  # (a second order, through the recompute)
     assert len(square.compiled) == 1
-    model = nn.MLP([3, 4, 2], rng=np.random.default_rng(0))
+    model = nn.MLP([3, 4, 2], rng=np.random.default_rng(0), dtype=np.float64)
     forward = hlo.jit(lambda x: model(x))
     inputs, target = minigrad.Tensor(np.ones((5, 3))), np.array([0, 1, 0, 1, 1])
     F.cross_entropy(forward(inputs), target).backward()
@@ -728,7 +728,7 @@ def test_a_jitted_step_with_parameters_that_require_grad_stays_compiled():
     """The step takes the gradient inside (jit(grad)): given a model's own parameters (which
     require grad), it ran uncompiled for a while, 3x slower; its outputs are differentiable
     and equal eager's."""
-    model = nn.MLP([6, 8, 3], rng=np.random.default_rng(0))
+    model = nn.MLP([6, 8, 3], rng=np.random.default_rng(0), dtype=np.float64)
     params = list(model.parameters())
     x, y = minigrad.Tensor(np.random.default_rng(1).normal(size=(5, 6))), np.array([0, 1, 2, 0, 1])
     step = _mlp_step(0.5)

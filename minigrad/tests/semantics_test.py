@@ -306,9 +306,9 @@ def test_complex_vector_jacobian_products_are_conjugated_like_torch(name):
 @pytest.mark.parametrize("complex_ones", ["all", "input", "weight"])
 @pytest.mark.parametrize("create_graph", [False, True], ids=["on arrays", "recorded"])
 def test_complex_linear_gradients_are_conjugated_like_torch(create_graph, complex_ones):
-    # linear's rule runs on arrays in a plain backward and on Tensors under create_graph. torch's
-    # linear takes one dtype: its reference holds the real operands as complex, and a real
-    # operand's gradient is the real part of that (as torch gives a real input elsewhere).
+    # linear's rule runs on arrays in a plain backward and on Tensors under create_graph.
+    # torch's linear takes one dtype: a real operand among complex ones is cast first (.to),
+    # and its gradient is the real part of the complex one (the cast's backward).
     rng = np.random.default_rng(3)
     real = {"all": (), "input": ("w", "b"), "weight": ("x", "b")}[complex_ones]
     shapes = {"x": (4, 3), "w": (2, 3), "b": (2,)}
@@ -316,13 +316,16 @@ def test_complex_linear_gradients_are_conjugated_like_torch(create_graph, comple
               for k, shape in shapes.items()}
     g = rng.normal(size=(4, 2)) + 1j * rng.normal(size=(4, 2))
     mine = [minigrad.Tensor(values[k], requires_grad=True) for k in "xwb"]
-    theirs = [torch.tensor(values[k] + 0j, requires_grad=True) for k in "xwb"]
-    F.linear(*mine).backward(minigrad.Tensor(g), create_graph=create_graph)
-    torch.nn.functional.linear(*theirs).backward(torch.tensor(g))
+    theirs = [torch.tensor(values[k], requires_grad=True) for k in "xwb"]
+    if real:
+        for lib, f, args in (("minigrad", F.linear, mine), ("torch", torch.nn.functional.linear, theirs)):
+            with pytest.raises(RuntimeError, match="dtype"):
+                f(*args)
+    F.linear(*[t.to(np.complex128) for t in mine]).backward(minigrad.Tensor(g), create_graph=create_graph)
+    torch.nn.functional.linear(*[t.to(torch.complex128) for t in theirs]).backward(torch.tensor(g))
     for k, m, t in zip("xwb", mine, theirs):
-        expected = t.grad.numpy().real if k in real else t.grad.numpy()
-        assert m.grad.dtype == values[k].dtype
-        np.testing.assert_allclose(m.grad.data, expected, rtol=1e-10, atol=1e-12)
+        assert m.grad.dtype == values[k].dtype and str(t.grad.dtype) == "torch." + str(values[k].dtype)
+        np.testing.assert_allclose(m.grad.data, t.grad.numpy(), rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("name,constant", [
@@ -792,6 +795,45 @@ def test_a_complex_gradient_for_a_real_output_is_an_error_like_torch():
             grad([(x * 1j).sum()], [x], [tensor(1.0)])
         (x * 2).sum().backward(tensor(np.float32(3.0)))  # a real one of another dtype is cast
         assert x.grad.numpy().tolist() == [6.0] * 3, lib
+
+
+def test_a_matrix_product_of_two_dtypes_is_an_error_like_torch():
+    """matmul and linear promoted: a float32 model fed float64 inputs (a Tensor of a list,
+    NumPy's default) ran in float64 silently, and F.linear cast a float64 bias down."""
+    x64, x32 = np.ones((2, 3)), np.ones((2, 3), np.float32)
+    w32, b32, b64 = np.ones((4, 3), np.float32), np.ones(4, np.float32), np.ones(4)
+    for tensor, linear in ((minigrad.Tensor, F.linear), (torch.tensor, torch.nn.functional.linear)):
+        for f in (lambda: tensor(x64) @ tensor(w32).T, lambda: linear(tensor(x64), tensor(w32)),
+                  lambda: linear(tensor(x32), tensor(w32), tensor(b64)),
+                  lambda: tensor(np.ones((2, 3), np.int64)) @ tensor(w32).T):
+            with pytest.raises(RuntimeError, match="dtype"):
+                f()
+        assert str(linear(tensor(x64).double(), tensor(w32).double()).dtype).endswith("float64")
+    with pytest.raises(RuntimeError, match=r"matmul: .*got float64 and float32; cast one with \.to\(\)"):
+        minigrad.Tensor(x64) @ minigrad.Tensor(w32).T
+    with pytest.raises(ValueError, match=r"linear: a bias of shape \(5,\) does not fit .* \(4,\)"):
+        F.linear(minigrad.Tensor(x32), minigrad.Tensor(w32), minigrad.Tensor(np.ones(5, np.float32)))
+
+
+def test_to_float_and_double_cast_as_torchs():
+    for lib, tensor, dtypes in (("minigrad", minigrad.Tensor, (np.float32, np.float64, np.int64)),
+                                ("torch", torch.tensor, (torch.float32, torch.float64, torch.int64))):
+        x = tensor(np.array([1.5, -2.25]), requires_grad=True)
+        assert x.to(x) is x and x.double() is x, lib  # (its own dtype: itself)
+        y = x.float()
+        assert str(y.dtype).endswith("float32") and y.requires_grad and not y.is_leaf, lib
+        (y * tensor(np.array([2.0, 3.0], np.float32))).sum().backward()
+        assert str(x.grad.dtype).endswith("float64") and x.grad.tolist() == [2.0, 3.0], lib
+        z = x.to(dtypes[2])  # an integer dtype carries no gradient
+        assert z.tolist() == [1, -2] and not z.requires_grad, lib
+    assert minigrad.Tensor([1.0]).to("float16").dtype == np.float16
+    with pytest.raises(TypeError, match="to: expected a dtype"):
+        minigrad.Tensor([1.0]).to("cuda")
+    with pytest.warns(UserWarning, match="discards the imaginary part"):
+        assert minigrad.Tensor([1 + 2j]).to(np.float64).tolist() == [1.0]
+    jac = func.jacrev(lambda t: t.float() * 3)(minigrad.Tensor([1.0, 2.0]))
+    want = torch.func.jacrev(lambda t: t.float() * 3)(torch.tensor([1.0, 2.0], dtype=torch.float64))
+    assert str(jac.dtype) == str(want.dtype).replace("torch.", "") and jac.tolist() == want.tolist()
 
 
 def test_pow_takes_a_list_operand_as_the_other_operators_do():
