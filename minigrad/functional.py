@@ -310,7 +310,9 @@ class Linear(Function):
     @staticmethod
     def forward(ctx, x, weight, bias):
         ctx.save_for_backward(*ops.each_reads_other(x, weight))
-        ops.same_dtype("linear", x, weight, bias)
+        dtype = x.data.dtype
+        if weight.data.dtype != dtype or bias is not None and bias.data.dtype != dtype:
+            raise ops.dtypes_error("linear", x, weight, bias)
         try:
             out = x.data @ weight.data.T
         except ValueError:

@@ -322,14 +322,12 @@ class Neg(Function):
         return -grad
 
 
-def same_dtype(op, *tensors):
-    """torch's check of a matrix product's operands: no promotion, which would run a float32
-    model fed float64 inputs (Tensor of a list, NumPy's default) in float64, silently."""
-    dtypes = [t.dtype for t in tensors if t is not None]
-    if any(d != dtypes[0] for d in dtypes):
-        raise RuntimeError("%s: expected operands of one dtype (as in torch), got %s; cast one with "
-                           ".to(), e.g. x.to(%s)" % (op, " and ".join(map(str, dtypes)),
-                                                     "np." + str(dtypes[-1])))
+def dtypes_error(op, *tensors):
+    """torch's error for a matrix product of operands of two dtypes. (No promotion: it would run
+    a float32 model fed float64 inputs, a Tensor of a list or NumPy's default, in float64.)"""
+    dtypes = [str(t.data.dtype) for t in tensors if t is not None]
+    return RuntimeError("%s: expected operands of one dtype (as in torch), got %s; cast one with "
+                        ".to(), e.g. x.to(np.%s)" % (op, " and ".join(dtypes), dtypes[-1]))
 
 
 class MatMul(Function):
@@ -344,7 +342,8 @@ class MatMul(Function):
         if "b" in (a.dtype.kind, b.dtype.kind):  # (NumPy's is a logical or of ands)
             raise TypeError("matmul: boolean tensors are not supported (as in torch); convert to "
                             "a number dtype first")
-        same_dtype("matmul", a, b)
+        if a.data.dtype != b.data.dtype:
+            raise dtypes_error("matmul", a, b)
         try:
             return _wrap(_matmul(a.data, b.data))
         except ValueError:
