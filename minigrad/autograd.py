@@ -106,12 +106,16 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batche
     leaf_grads = {}  # id(leaf) -> gradient, when capturing
     into = leaf_grads if capture is not None else None
     captured_nodes = {t.grad_fn: t for t in capture if t.grad_fn is not None} if capture else {}
-    # Under a jvp, the nodes made since that lead to no captured tensor are not run either (a
-    # closure's own operations, v.tanh() of a closed-over v): a jvp outside a vmap would see
-    # their rules run on the whole batch beside its per-example tangents (jacfwd(grad(grad))
-    # of such a closure raised). Elsewhere running them costs less than finding them.
-    needed = (_reaching(outputs, capture, captured_nodes, since)
-              if batched and any(level.forward for level in _State.transforms) else None)
+    # minigrad.grad runs only the nodes that lead to its inputs, as torch's autograd.grad: the
+    # others were run, freed (a later backward through them raised) and wrote their retained
+    # .grad. Under a jvp, the nodes made since that lead to no captured tensor are not run
+    # either (a closure's own operations, v.tanh() of a closed-over v): a jvp outside a vmap
+    # would see their rules run on the whole batch beside its per-example tangents
+    # (jacfwd(grad(grad)) of such a closure raised). Elsewhere in a vjp's batched pass,
+    # running them costs less than finding them.
+    needed = (_reaching(outputs, capture, captured_nodes, since, stop=batched)
+              if capture is not None and (not batched or any(level.forward for level in _State.transforms))
+              else None)
     # ids of arrays a leaf's .grad must not take as they are: those given to leaves in this
     # pass, and the caller's own gradients (a pass-through op hands one on unchanged).
     delivered = set()
@@ -187,10 +191,11 @@ def _refuse_grad_writes():
                        "on jit's outputs")
 
 
-def _reaching(outputs, capture, captured_nodes, since):
+def _reaching(outputs, capture, captured_nodes, since, stop):
     """The nodes made since `since` from which the backward reaches a captured tensor (a walk
-    from the outputs, stopping at captured nodes, as _run's batched pass does; without
-    recursion, as graphs can be deeper than Python's limit)."""
+    from the outputs, without recursion, as graphs can be deeper than Python's limit). With
+    `stop`, the walk stops at captured nodes, as _run's batched pass does; without, it goes on
+    through them to the captured tensors behind them (minigrad.grad's pass)."""
     leaves = {id(t) for t in capture if t.grad_fn is None}
     needed, done = set(), set()
     todo = [o.grad_fn for o in outputs
@@ -200,7 +205,7 @@ def _reaching(outputs, capture, captured_nodes, since):
         if node in done:
             todo.pop()
             continue
-        children = () if node in captured_nodes else [
+        children = () if stop and node in captured_nodes else [
             v.grad_fn for v in node.inputs if v.__class__ is Tensor and v.grad_fn is not None
             and v.grad_fn._sequence >= since]
         later = [c for c in children if c not in done]

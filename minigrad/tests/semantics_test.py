@@ -797,6 +797,25 @@ def test_a_complex_gradient_for_a_real_output_is_an_error_like_torch():
         assert x.grad.numpy().tolist() == [6.0] * 3, lib
 
 
+def test_grad_runs_only_the_nodes_that_lead_to_its_inputs_like_torch():
+    """minigrad.grad ran (and freed) the whole graph: a later backward through a branch that
+    did not lead to its inputs raised, and a retained .grad there was written."""
+    for lib, tensor, grad in (("minigrad", minigrad.Tensor, minigrad.grad),
+                              ("torch", torch.tensor, torch.autograd.grad)):
+        x = tensor(np.array([1.0, 2.0]), requires_grad=True)
+        w = tensor(np.array([3.0]), requires_grad=True)
+        a = w.exp()
+        y = w * 2
+        y.retain_grad()
+        (gx,) = grad((x * x).sum() + a.sum() + (y * y).sum(), [x])
+        assert gx.tolist() == [2.0, 4.0] and y.grad is None and w.grad is None, lib
+        a.sum().backward()  # (its node was not run, so not freed)
+        np.testing.assert_allclose(w.grad.numpy(), np.exp([3.0]), err_msg=lib)
+        h = x * 3  # an input behind another input: the pass goes on through it
+        gh, gx = grad((h * h).sum() + (x * 2).sum(), [h, x])
+        assert gh.tolist() == [6.0, 12.0] and gx.tolist() == [20.0, 38.0], lib
+
+
 def test_a_matrix_product_of_two_dtypes_is_an_error_like_torch():
     """matmul and linear promoted: a float32 model fed float64 inputs (a Tensor of a list,
     NumPy's default) ran in float64 silently, and F.linear cast a float64 bias down."""
