@@ -314,7 +314,7 @@ def grad(f, argnums=0, has_aux=False):
                                    else type(out).__name__))
         if out.dtype.kind == "c":  # (its gradient would be the real part's: torch refuses)
             raise RuntimeError("grad can be implicitly created only for real scalar outputs but "
-                               "got %s; return .real (or .abs()) of f's output" % out.dtype)
+                               "got %s; return .real (or .imag) of f's output" % out.dtype)
         ones = Tensor._wrap(np.ones(out.data.shape, out.dtype))
         ones._batch = out._batch
         grads = result[1](ones)

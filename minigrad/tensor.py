@@ -459,6 +459,22 @@ class Tensor:
     def T(self):
         return _ops.Permute.apply(self, tuple(range(self.ndim - 1, -1, -1)))
 
+    @property
+    def real(self):
+        """The real part, as torch's (a real tensor is its own), differentiable; a copy, not
+        torch's view: a recorded cast to the real dtype, which every transform knows."""
+        if self.data.dtype.kind != "c":
+            return self
+        return _ops.Cast.apply(self, self.data.real.dtype)
+
+    @property
+    def imag(self):
+        """The imaginary part, as torch's: the real part of -1j * z (so its gradient is g * 1j)."""
+        if self.data.dtype.kind != "c":
+            raise RuntimeError("imag is not implemented for tensors with non-complex dtypes (as in "
+                               "torch)")
+        return (self * -1j).real
+
     # -- in-place updates (for optimizers; versioned, so stale saved values are caught) -----
 
     def _check_inplace(self, other=None):

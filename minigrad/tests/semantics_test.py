@@ -816,6 +816,37 @@ def test_grad_runs_only_the_nodes_that_lead_to_its_inputs_like_torch():
         assert gh.tolist() == [6.0, 12.0] and gx.tolist() == [20.0, 38.0], lib
 
 
+def test_real_and_imag_are_torchs_and_differentiable():
+    """The refusals of complex max, comparisons, abs and float() point to .real and .imag,
+    which Tensor did not have."""
+    z0 = np.array([1 + 2j, -3 + 0.5j])
+    outs = []
+    for lib, tensor in (("minigrad", minigrad.Tensor), ("torch", torch.tensor)):
+        z = tensor(z0, requires_grad=True)
+        modulus = (z.real ** 2 + z.imag ** 2) ** 0.5  # (abs's message offers this)
+        (modulus * tensor(np.array([1.0, 2.0]))).sum().backward()
+        r = tensor(np.ones(2))
+        assert r.real is r, lib
+        with pytest.raises(RuntimeError, match="imag is not implemented for tensors with non-complex"):
+            r.imag
+        small = tensor(z0.astype(np.complex64))
+        outs.append((z.real.tolist(), z.imag.tolist(), z.grad.numpy(), str(small.imag.dtype)[-7:]))
+    (re1, im1, g1, d1), (re2, im2, g2, d2) = outs
+    assert re1 == re2 and im1 == im2 and d1 == d2 == "float32"
+    np.testing.assert_allclose(g1, g2, rtol=1e-12)
+    with pytest.raises(TypeError, match=r"z\.real \*\* 2 \+ z\.imag \*\* 2"):
+        minigrad.Tensor(z0).abs()
+    f = lambda z: z.real * z.imag
+    tangent, cotangent = np.array([1j, 2 + 1j]), np.array([1.0, 2.0])
+    got = func.jvp(f, (minigrad.Tensor(z0),), (minigrad.Tensor(tangent),))[1].numpy()
+    want = torch.func.jvp(f, (torch.tensor(z0),), (torch.tensor(tangent),))[1].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    got = func.vjp(f, minigrad.Tensor(z0))[1](minigrad.Tensor(cotangent))[0].numpy()
+    want = torch.func.vjp(f, torch.tensor(z0))[1](torch.tensor(cotangent))[0].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert func.vmap(lambda z: z.imag)(minigrad.Tensor(z0)).tolist() == [2.0, 0.5]
+
+
 def test_a_matrix_product_of_two_dtypes_is_an_error_like_torch():
     """matmul and linear promoted: a float32 model fed float64 inputs (a Tensor of a list,
     NumPy's default) ran in float64 silently, and F.linear cast a float64 bias down."""
