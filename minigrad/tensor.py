@@ -570,7 +570,23 @@ class Tensor:
         self._check_inplace(value)
         keys = _index(index)
         target = self.data if len(keys) == 1 else self.data[keys[0]]  # (a view: basic keys)
-        target[keys[-1]] = _data(value)
+        value = _data(value)
+        try:
+            try:
+                target[keys[-1]] = value
+            except OverflowError:
+                # torch's check (c10::overflows): an unsigned dtype takes a negative int down to
+                # -max as its two's complement (uint8 -1 is 255); any other is out of range
+                info = np.iinfo(target.dtype) if target.dtype.kind in "iu" else None
+                if value.__class__ is not int or info is None or info.min < 0 or not -info.max <= value < 0:
+                    raise RuntimeError("setitem: value %s cannot be converted to type %s without "
+                                       "overflow (as in torch)" % (value, target.dtype)) from None
+                target[keys[-1]] = value % (info.max + 1)
+        except (ValueError, TypeError, IndexError, OverflowError) as e:
+            # NumPy's message names neither the operation nor the tensor
+            raise type(e)("setitem: %s (a tensor of shape %s and dtype %s, index %r, a value of %s)"
+                          % (e, tuple(self.shape), self.dtype, index,
+                             "shape %s" % (np.shape(value),) if np.ndim(value) else type(value).__name__)) from None
         self._version[0] += 1
 
 

@@ -816,6 +816,26 @@ def test_grad_runs_only_the_nodes_that_lead_to_its_inputs_like_torch():
         assert gh.tolist() == [6.0, 12.0] and gx.tolist() == [20.0, 38.0], lib
 
 
+def test_setitem_errors_name_the_tensor_and_an_unsigned_tensor_takes_a_negative_int_like_torch():
+    T = minigrad.Tensor
+    for index, value, error, message in (
+            (0, T(np.ones(4)), ValueError, r"could not broadcast .* \(a tensor of shape \(2, 3\) and "
+                                           r"dtype float64, index 0, a value of shape \(4,\)\)"),
+            (5, 1.0, IndexError, r"setitem: index 5 is out of bounds .* shape \(2, 3\)"),
+            (0, "a", ValueError, r"setitem: .* a value of str"),
+            (0, 1j, TypeError, r"setitem: .* a value of complex")):
+        with pytest.raises(error, match=message):
+            T(np.zeros((2, 3)))[index] = value
+    # torch's c10::overflows: uint8 takes -1 as 255 and down to -255, nothing past its range
+    for tensor in (T, torch.tensor):
+        t = tensor(np.array([1, 2, 3], np.uint8))
+        t[0], t[1] = -1, -255
+        assert t.tolist() == [255, 1, 3]
+        for dtype, bad in ((np.uint8, -256), (np.uint8, 300), (np.int8, 128), (np.int8, -129)):
+            with pytest.raises(RuntimeError, match="cannot be converted to type .* without overflow"):
+                tensor(np.zeros(2, dtype))[0] = bad
+
+
 def test_real_and_imag_are_torchs_and_differentiable():
     """The refusals of complex max, comparisons, abs and float() point to .real and .imag,
     which Tensor did not have."""
