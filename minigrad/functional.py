@@ -192,19 +192,24 @@ class CrossEntropy(Function):
     @staticmethod
     def forward(ctx, logits, target):
         x = floating(logits.data)
-        target = target.data if isinstance(target, Tensor) else target
+        if isinstance(target, Tensor):
+            # saved too: an in-place change to it before backward is torch's error, not a
+            # gradient for other classes
+            ctx.save_for_backward(logits, target)
+            target = target.data
+        else:
+            ctx.save_for_backward(logits)
         check_target(x.shape, target)
         n = x.shape[0]
         # One pass of the log_softmax kernel; backward's softmax is its exp.
         ctx.log_probs = log_probs = _log_softmax(x, 1)
-        ctx.save_for_backward(logits)
         # An empty batch gives nan, as in torch.
         loss = -_sum(log_probs.reshape(-1)[_picks(n, x.shape[1], target)]) / n if n else np.nan
         return _wrap(np.asarray(loss, dtype=x.dtype))
 
     @staticmethod
     def backward(ctx, grad):
-        (logits,) = ctx.saved_tensors
+        logits = ctx.saved_tensors[0]
         # The target as it came (a Tensor stays one: a trace sees it as an input).
         return CrossEntropyGrad.apply(logits, ctx.inputs[1], grad, ctx.log_probs), None
 

@@ -760,6 +760,8 @@ class Index(Function):
 
     @staticmethod
     def forward(ctx, a, index):
+        if ctx._recording:  # its arrays as they are now (_own_arrays)
+            index = _own_arrays(index)
         ctx.shape, ctx.index = a.shape, index
         try:
             out = a.data[index]
@@ -773,6 +775,17 @@ class Index(Function):
     @staticmethod
     def backward(ctx, grad):
         return IndexAdd.apply(grad, ctx.index, ctx.shape)
+
+
+def _own_arrays(index):
+    """`index` with copies of its index arrays, for the backward to read: the caller's (a
+    tensor's or NumPy's) changed in place after the forward moved the gradient to the new
+    positions, silently (torch holds index tensors of its own, and checks their versions)."""
+    parts = index if index.__class__ is tuple else (index,)
+    if not any(p.__class__ is np.ndarray and p.ndim for p in parts):
+        return index
+    owned = tuple([p.copy() if p.__class__ is np.ndarray and p.ndim else p for p in parts])
+    return owned if index.__class__ is tuple else owned[0]
 
 
 class IndexAdd(Function):

@@ -836,6 +836,29 @@ def test_setitem_errors_name_the_tensor_and_an_unsigned_tensor_takes_a_negative_
                 tensor(np.zeros(2, dtype))[0] = bad
 
 
+def test_an_index_or_target_changed_in_place_after_use_moves_no_gradient():
+    """The backward read the caller's index array and cross_entropy's target tensor as they
+    were at backward time: changed in place after the forward, they sent the gradient to the
+    new positions and classes, silently. torch raises for both (it saves them); minigrad
+    raises for a target tensor and keeps its own copy of an index."""
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(3, 4))
+    for tensor, cross_entropy in ((minigrad.Tensor, F.cross_entropy),
+                                  (torch.tensor, torch.nn.functional.cross_entropy)):
+        x = tensor(logits, requires_grad=True)
+        target = tensor(np.array([0, 1, 2]))
+        loss = cross_entropy(x, target)
+        target[0] = 3
+        with pytest.raises(RuntimeError, match="modified by an in-?place operation"):
+            loss.backward()
+    for index in (minigrad.Tensor(np.array([0, 1])), np.array([0, 1])):
+        x = minigrad.Tensor(np.arange(5.0), requires_grad=True)
+        y = x[index]
+        index[0] = 4
+        y.sum().backward()
+        assert x.grad.tolist() == [1.0, 1.0, 0.0, 0.0, 0.0]
+
+
 def test_real_and_imag_are_torchs_and_differentiable():
     """The refusals of complex max, comparisons, abs and float() point to .real and .imag,
     which Tensor did not have."""
