@@ -14,6 +14,8 @@ gradients are conjugated as torch's are (the vector-Jacobian product is
 grad * conj(df/dx)).
 """
 
+import numbers
+
 import numpy as np
 
 from kernels.dims import normalize as normalize_dim
@@ -83,6 +85,18 @@ class _Binary(Function):
         except ValueError:
             raise ValueError("%s: shapes %s and %s cannot be broadcast together"
                              % (cls.ufunc.__name__, tuple(_shape(a)), tuple(_shape(b)))) from None
+        except TypeError:
+            _check_operands(cls.ufunc.__name__, a, b)
+            raise
+
+
+def _check_operands(name, a, b):
+    """Raises torch's TypeError for an operand that is no tensor, number or array (NumPy's
+    names a loop signature, or a float beside a NoneType)."""
+    for v in (a, b):
+        if not isinstance(v, (Tensor, numbers.Number, np.ndarray, np.generic, list, tuple)):
+            raise TypeError("%s: unsupported operand type %s (as in torch); an operand is a tensor, "
+                            "a number or an array" % (name, type(v).__name__)) from None
 
 
 class Add(_Binary):
@@ -148,6 +162,7 @@ class Pow(_Binary):
     @classmethod
     def forward(cls, ctx, a, b):
         x, y = _operands(a, b)
+        _check_operands("power", a, b)  # (before result_type, which reads a str as a dtype)
         # (a list operand as an array: result_type would read it as a dtype's fields)
         kind = np.result_type(*(np.asarray(v) if isinstance(v, (list, tuple)) else v for v in (x, y))).kind
         if kind in "iu" and np.any(np.asarray(y) < 0):

@@ -51,8 +51,7 @@ class Tensor:
             self.data = _array_of_list(data, dtype)
         else:
             self.data = np.array(data, dtype=dtype)
-        if self.data.dtype.kind in "OSUV":  # (strings and bytes too, as torch refuses them)
-            raise TypeError("Tensor data must be numeric, got %r" % (data,))
+        _check_dtype(self.data.dtype, data)
         self._grad = None
         self.grad_fn = None
         self._batch = None
@@ -665,7 +664,15 @@ def from_numpy(array):
     """A Tensor that shares `array`'s memory (torch.from_numpy): changes show on both sides."""
     if not isinstance(array, np.ndarray):
         raise TypeError("from_numpy expects an np.ndarray, got %s" % type(array).__name__)
+    _check_dtype(array.dtype, array)
     return Tensor._wrap(array)
+
+
+def _check_dtype(dtype, data):
+    """Refuses what torch has no dtype for: objects, strings, bytes, dates and times, and x86's
+    80-bit long doubles (NumPy's float128 and complex256)."""
+    if dtype.kind in "OSUVMm" or dtype.kind in "fc" and dtype.itemsize > (16 if dtype.kind == "c" else 8):
+        raise TypeError("Tensor data must be numeric, of a dtype torch has: got %s, %r" % (dtype, data))
 
 
 def _all_if_empty(dim):

@@ -1,5 +1,6 @@
 """PyTorch-exact semantics where minigrad used to differ: each test is named for the point."""
 
+import re
 import warnings
 
 import numpy as np
@@ -878,6 +879,24 @@ def test_an_index_or_target_changed_in_place_after_use_moves_no_gradient():
         index[0] = 4
         y.sum().backward()
         assert x.grad.tolist() == [1.0, 1.0, 0.0, 0.0, 0.0]
+
+
+def test_operands_and_data_torch_has_no_dtype_for_are_clear_type_errors():
+    # (NumPy's messages named a ufunc loop signature, a float beside a NoneType, or read the
+    # str exponent as a dtype; dates, times and long doubles made tensors no op could use)
+    T = minigrad.Tensor
+    for f, name in ((lambda: T([1.0]) + "a", "add: unsupported operand type str"),
+                    (lambda: None * T([1.0]), "multiply: unsupported operand type NoneType"),
+                    (lambda: T([1.0]) ** "x", "power: unsupported operand type str"),
+                    (lambda: T([1.0]) / object(), "divide: unsupported operand type object")):
+        with pytest.raises(TypeError, match=name):
+            f()
+    for array in (np.array(["2020-01-01"], "datetime64[D]"), np.array([1], "timedelta64[s]"),
+                  np.ones(2, np.longdouble), np.ones(2, np.clongdouble), np.array([None])):
+        for make in (T, from_numpy):
+            with pytest.raises(TypeError, match=re.escape("must be numeric, of a dtype torch has: got %s," % array.dtype)):
+                make(array)
+    assert T(np.ones(2, np.float16)).dtype == np.float16 and T(np.ones(2, np.complex128)).dtype == np.complex128
 
 
 def test_real_and_imag_are_torchs_and_differentiable():
