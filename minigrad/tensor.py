@@ -101,7 +101,7 @@ class Tensor:
 
     @property
     def requires_grad(self):
-        return bool(self._requires_grad)  # (True, or the int the setter leaves)
+        return self._requires_grad
 
     @requires_grad.setter
     def requires_grad(self, value):
@@ -110,14 +110,7 @@ class Tensor:
                                % self.data.dtype)
         if not value and self.grad_fn is not None:
             raise RuntimeError("requires_grad can be changed only on leaf tensors; use detach()")
-        if not value:
-            self._requires_grad = False
-        elif not self._requires_grad:
-            # In place of True, a truthy int: the sequence number of the first node that holds an
-            # edge to it. torch fixes a node's edges when it records it, and the engine gives no
-            # gradient from a node recorded before (y = (x * c).sum(); c.requires_grad_();
-            # y.backward() gave c a gradient, where torch leaves c.grad None).
-            self._requires_grad = next(_function._sequence) + 1
+        self._requires_grad = bool(value)
 
     def requires_grad_(self, requires_grad=True):
         """Sets requires_grad in place and returns the tensor, as torch's."""
@@ -769,4 +762,4 @@ def _is_int(e):
 
 
 # ops.py and autograd.py build on Tensor, so they are imported once Tensor exists.
-from minigrad import autograd as _autograd, dtypes as _dtypes, function as _function, ops as _ops  # noqa: E402
+from minigrad import autograd as _autograd, dtypes as _dtypes, ops as _ops  # noqa: E402
