@@ -837,6 +837,21 @@ def test_setitem_errors_name_the_tensor_and_an_unsigned_tensor_takes_a_negative_
                 tensor(np.zeros(2, dtype))[0] = bad
 
 
+def test_a_tensor_made_to_require_grad_before_its_use_gets_every_gradient_like_torch():
+    # (a stamp tried for the case after its use shadowed the engine's own `since`: x.grad
+    # was None here, and nested func.grad gave zeros)
+    for tensor, grad_fn in ((minigrad.Tensor, func.grad), (torch.tensor, torch.func.grad)):
+        x = tensor(np.array([1.0, 2.0]), requires_grad=True)
+        a = x * 2
+        w = tensor(np.array([3.0, 4.0]))
+        w.requires_grad_(True)
+        (w * a).sum().backward()
+        assert x.grad.tolist() == [6.0, 8.0] and w.grad.tolist() == [2.0, 4.0]
+        f = lambda p, q: grad_fn(lambda u, v: (u * u * v).sum(), argnums=(0, 1))(p, q)[0].sum()
+        got = grad_fn(f, argnums=(0, 1))(tensor(np.array([1.0, 2.0])), tensor(np.array([3.0, 5.0])))
+        assert [g.tolist() for g in got] == [[6.0, 10.0], [2.0, 4.0]]
+
+
 def test_an_index_or_target_changed_in_place_after_use_moves_no_gradient():
     """The backward read the caller's index array and cross_entropy's target tensor as they
     were at backward time: changed in place after the forward, they sent the gradient to the
