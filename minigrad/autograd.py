@@ -74,7 +74,7 @@ def _initial_grads(outputs, grad_outputs):
             raise RuntimeError("gradient of shape %s does not match the output's shape %s"
                                % (tuple(g.shape), tuple(out.shape)))
         if g.dtype != out.dtype:
-            if "c" in (g.dtype.kind, out.dtype.kind):  # (a cast would drop an imaginary part)
+            if (g.dtype.kind == "c") != (out.dtype.kind == "c"):  # (a cast would drop an imaginary part)
                 raise RuntimeError(
                     "for complex tensors, both the gradient and the output must have the same dtype "
                     "(as in torch): gradient %d is %s, the output %s" % (len(grads), g.dtype, out.dtype))

@@ -796,6 +796,9 @@ def test_a_complex_gradient_for_a_real_output_is_an_error_like_torch():
             grad([(x * 1j).sum()], [x], [tensor(1.0)])
         (x * 2).sum().backward(tensor(np.float32(3.0)))  # a real one of another dtype is cast
         assert x.grad.numpy().tolist() == [6.0] * 3, lib
+        z = tensor(np.ones(2, np.complex128), requires_grad=True)  # and a complex one
+        (z * 2).backward(tensor(np.array([1j, 2], np.complex64)))
+        assert z.grad.numpy().tolist() == [2j, 4], lib
 
 
 def test_grad_runs_only_the_nodes_that_lead_to_its_inputs_like_torch():
