@@ -276,7 +276,7 @@ RULES = {
     ops.Add: elementwise, ops.Sub: elementwise, ops.Mul: elementwise, ops.Div: elementwise,
     ops.Pow: elementwise, ops.Where: elementwise, ops.Compare: elementwise,
     ops.Alias: unary, ops.Detach: unary, ops.Cast: unary, ops.Neg: unary, ops.Conj: unary, ops.Exp: unary, ops.Tanh: unary,
-    ops.Sigmoid: unary, ops.Log: unary, ops.ReLU: unary, ops.Abs: unary, ops.Sign: unary,
+    ops.Imag: unary, ops.Sigmoid: unary, ops.Log: unary, ops.ReLU: unary, ops.Abs: unary, ops.Sign: unary,
     ops.Sum: reduction, ops.Mean: reduction, ops.Max: reduction, ops.Argmax: argmax,
     ops.MatMul: matmul, ops.Reshape: reshape, ops.Permute: permute, ops.Expand: expand,
     ops.SumTo: sum_to, ops.Index: index, ops.IndexAdd: index_add,

@@ -297,6 +297,20 @@ class Conj(Function):
         return Conj.apply(grad)
 
 
+class Imag(Function):
+    """The imaginary part of a complex `a` (a copy; torch's is a view); its gradient g * 1j, as
+    torch's. (As the real part of -1j * a it was NaN where a's real part is inf or NaN.)"""
+
+    @staticmethod
+    def forward(ctx, a):
+        ctx.dtype = a.dtype
+        return _wrap(a.data.imag.copy())
+
+    @staticmethod
+    def backward(ctx, grad):
+        return Cast.apply(grad, ctx.dtype) * 1j
+
+
 class Cast(Function):
     """`a` as `dtype`, the real part if a is complex and dtype is not: the cast autograd gives
     each gradient to its input's dtype (as torch's validate_outputs does)."""

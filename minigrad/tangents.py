@@ -65,6 +65,7 @@ RULES = {
     ops.Abs: lambda args, out, t: t[0] * ops.Sign.apply(args[0]),
     ops.Sign: lambda args, out, t: None,  # piecewise constant: no tangent
     ops.Conj: _linear(ops.Conj.apply),
+    ops.Imag: _linear(ops.Imag.apply),
     ops.Cast: _linear(ops.Cast.apply),
     ops.Exp: lambda args, out, t: t[0] * out,
     ops.Tanh: lambda args, out, t: t[0] * (1 - out * out),

@@ -468,11 +468,11 @@ class Tensor:
 
     @property
     def imag(self):
-        """The imaginary part, as torch's: the real part of -1j * z (so its gradient is g * 1j)."""
+        """The imaginary part, as torch's, differentiable; a copy, not torch's view."""
         if self.data.dtype.kind != "c":
             raise RuntimeError("imag is not implemented for tensors with non-complex dtypes (as in "
                                "torch)")
-        return (self * -1j).real
+        return _ops.Imag.apply(self)
 
     # -- in-place updates (for optimizers; versioned, so stale saved values are caught) -----
 

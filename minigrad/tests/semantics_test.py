@@ -925,6 +925,8 @@ def test_real_and_imag_are_torchs_and_differentiable():
     want = torch.func.vjp(f, torch.tensor(z0))[1](torch.tensor(cotangent))[0].numpy()
     np.testing.assert_allclose(got, want, rtol=1e-12)
     assert func.vmap(lambda z: z.imag)(minigrad.Tensor(z0)).tolist() == [2.0, 0.5]
+    special = np.array([np.inf + 1j, np.nan + 2j])  # (as the real part of -1j * z: NaN)
+    assert minigrad.Tensor(special).imag.tolist() == torch.tensor(special).imag.tolist() == [1.0, 2.0]
 
 
 def test_a_matrix_product_of_two_dtypes_is_an_error_like_torch():
