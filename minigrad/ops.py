@@ -14,6 +14,7 @@ gradients are conjugated as torch's are (the vector-Jacobian product is
 grad * conj(df/dx)).
 """
 
+import copy
 import numbers
 
 import numpy as np
@@ -807,13 +808,14 @@ class Index(Function):
 
 
 def _own_arrays(index):
-    """`index` with copies of its index arrays, for the backward to read: the caller's (a
-    tensor's or NumPy's) changed in place after the forward moved the gradient to the new
-    positions, silently (torch holds index tensors of its own, and checks their versions)."""
+    """`index` with copies of its index arrays and lists, for the backward to read: the
+    caller's (a tensor's, NumPy's or a list) changed in place after the forward moved the
+    gradient to the new positions, silently (torch holds index tensors of its own)."""
     parts = index if index.__class__ is tuple else (index,)
-    if not any(p.__class__ is np.ndarray and p.ndim for p in parts):
+    if not any(p.__class__ is list or p.__class__ is np.ndarray and p.ndim for p in parts):
         return index
-    owned = tuple([p.copy() if p.__class__ is np.ndarray and p.ndim else p for p in parts])
+    owned = tuple([copy.deepcopy(p) if p.__class__ is list else
+                   p.copy() if p.__class__ is np.ndarray and p.ndim else p for p in parts])
     return owned if index.__class__ is tuple else owned[0]
 
 

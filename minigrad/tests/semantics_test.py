@@ -870,7 +870,7 @@ def test_an_index_or_target_changed_in_place_after_use_moves_no_gradient():
         target[0] = 3
         with pytest.raises(RuntimeError, match="modified by an in-?place operation"):
             loss.backward()
-    for index in (minigrad.Tensor(np.array([0, 1])), np.array([0, 1])):
+    for index in (minigrad.Tensor(np.array([0, 1])), np.array([0, 1]), [0, 1]):
         x = minigrad.Tensor(np.arange(5.0), requires_grad=True)
         y = x[index]
         index[0] = 4
