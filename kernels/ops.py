@@ -302,34 +302,49 @@ for _name in ("warp_softmax", "warp_log_softmax"):
 _compiling = torch.compiler.is_dynamo_compiling  # 35 ns a call, is_compiling 50-90
 
 
+def _int_dim(dim, op):
+    """dim, refused if a bool, as torch.softmax and the entry module refuse one (torch.ops would
+    take it as 0 or 1): where the calls go to torch.ops (masked, and while Dynamo traces)."""
+    if isinstance(dim, bool):
+        raise TypeError("%s(): argument 'dim' must be int, not bool" % op)
+    return dim
+
+
 def warp_softmax(x, dim=-1):
     """softmax(x) along `dim`, as torch.softmax; differentiable (also forward mode), compilable."""
-    return (_ops.warp_softmax if _compiling() else _entry.warp_softmax)(x, dim)
+    if _compiling():
+        return _ops.warp_softmax(x, _int_dim(dim, "warp_softmax"))
+    return _entry.warp_softmax(x, dim)
 
 
 def warp_log_softmax(x, dim=-1):
     """log_softmax(x) along `dim`, as torch.log_softmax; shares warp_softmax's kernels."""
-    return (_ops.warp_log_softmax if _compiling() else _entry.warp_log_softmax)(x, dim)
+    if _compiling():
+        return _ops.warp_log_softmax(x, _int_dim(dim, "warp_log_softmax"))
+    return _entry.warp_log_softmax(x, dim)
 
 
 def warp_softmax_backward(grad_output, output, dim=-1):
     """The input's gradient of warp_softmax from the output's (grad_output) and
     its output, as torch._softmax_backward_data; differentiable (double backward)."""
-    return (_ops.warp_softmax_backward if _compiling() else _entry.warp_softmax_backward)(
-        grad_output, output, dim)
+    if _compiling():
+        return _ops.warp_softmax_backward(grad_output, output, _int_dim(dim, "warp_softmax_backward"))
+    return _entry.warp_softmax_backward(grad_output, output, dim)
 
 
 def warp_log_softmax_backward(grad_output, output, dim=-1):
     """warp_log_softmax's backward, as torch._log_softmax_backward_data."""
-    return (_ops.warp_log_softmax_backward if _compiling() else _entry.warp_log_softmax_backward)(
-        grad_output, output, dim)
+    if _compiling():
+        return _ops.warp_log_softmax_backward(grad_output, output,
+                                              _int_dim(dim, "warp_log_softmax_backward"))
+    return _entry.warp_log_softmax_backward(grad_output, output, dim)
 
 
 def warp_softmax_masked_(x, mask=None, scale=1.0, dim=-1):
     """warp_softmax_masked written over x, which it returns: for scores nothing else
     reads (attention's), it saves allocating the result. No autograd (x's old values
     are gone); the dtype must stay x's."""
-    _ops.warp_softmax_masked_(x, mask, scale, dim)
+    _ops.warp_softmax_masked_(x, mask, scale, _int_dim(dim, "warp_softmax_masked_"))
     return x
 
 
@@ -343,4 +358,4 @@ def warp_softmax_masked(x, mask=None, scale=1.0, dim=-1):
     On CUDA tensors the forward is two passes: x * scale + mask, rounded to the
     result's format as in torch, then the softmax kernel (the CUDA kernels take no
     mask)."""
-    return _ops.warp_softmax_masked(x, mask, scale, dim)
+    return _ops.warp_softmax_masked(x, mask, scale, _int_dim(dim, "warp_softmax_masked"))

@@ -166,6 +166,11 @@ def test_bad_input_is_a_clear_error_never_a_crash():
         kernels.warp_softmax(torch.ones(2, 3), True)
     with pytest.raises(TypeError, match=r"warp_log_softmax_backward\(\): argument 'dim' must be int, not bool"):
         kernels.warp_log_softmax_backward(torch.ones(2, 3), torch.ones(2, 3), False)
+    for masked in (kernels.warp_softmax_masked, kernels.warp_softmax_masked_):  # (through torch.ops)
+        with pytest.raises(TypeError, match=r"warp_softmax_masked_?\(\): argument 'dim' must be int, not bool"):
+            masked(torch.ones(2, 3), None, 1.0, True)
+    with pytest.raises(Exception, match="argument 'dim' must be int, not bool"):  # (and compiled)
+        torch.compile(lambda x: kernels.warp_softmax(x, True), backend="eager", fullgraph=True)(torch.ones(2, 3))
     with torch._subclasses.FakeTensorMode(), pytest.raises(IndexError, match="out of range"):
         kernels.warp_softmax(torch.empty(2, 3), -3)
     with pytest.raises((NotImplementedError, RuntimeError), match="SparseCPU"):
