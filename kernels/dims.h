@@ -17,10 +17,15 @@ inline int64_t normalize_dim(int64_t dim, int64_t ndim) {
   return dim < 0 ? dim + n : dim;
 }
 
-inline std::string dim_error(const char* op, const char* word, int64_t dim, int64_t ndim) {
-  return std::string(op) + ": " + word + " " + std::to_string(dim) + " is out of range for " +
+// (`dim` as text: a binding's number past int64, as the caller gave it)
+inline std::string dim_error(const char* op, const char* word, const std::string& dim, int64_t ndim) {
+  return std::string(op) + ": " + word + " " + dim + " is out of range for " +
          std::to_string(ndim) + " dimensions (valid: " + std::to_string(ndim > 1 ? -ndim : -1) +
          " to " + std::to_string(ndim > 1 ? ndim - 1 : 0) + ")";
+}
+
+inline std::string dim_error(const char* op, const char* word, int64_t dim, int64_t ndim) {
+  return dim_error(op, word, std::to_string(dim), ndim);
 }
 
 }  // namespace warp_softmax

@@ -67,10 +67,16 @@ int normalize_axis(const py::array& a, py::handle axis, const char* op) {
   if (PyBool_Check(axis.ptr()) || !PyIndex_Check(axis.ptr())) {
     throw py::type_error(std::string(op) + ": axis must be an int, not " + Py_TYPE(axis.ptr())->tp_name);
   }
-  const int64_t value = PyNumber_AsSsize_t(axis.ptr(), nullptr);  // past int64: clamped, out of range
+  const auto index = py::reinterpret_steal<py::object>(PyNumber_Index(axis.ptr()));
+  if (!index) throw py::error_already_set();
+  int overflow = 0;
+  const int64_t value = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
   if (value == -1 && PyErr_Occurred()) throw py::error_already_set();
-  const int64_t d = warp_softmax::normalize_dim(value, a.ndim());
-  if (d < 0) throw py::index_error(warp_softmax::dim_error(op, "axis", value, a.ndim()));
+  const int64_t d = overflow ? -1 : warp_softmax::normalize_dim(value, a.ndim());
+  if (d < 0) {
+    throw py::index_error(overflow ? warp_softmax::dim_error(op, "axis", py::str(index).cast<std::string>(), a.ndim())
+                                   : warp_softmax::dim_error(op, "axis", value, a.ndim()));
+  }
   return static_cast<int>(d);
 }
 

@@ -66,6 +66,8 @@ def test_bad_input_is_a_python_exception():
         k.softmax_backward(np.ones((2, 3)), np.ones((3, 2)))
     # An axis as NumPy's reductions take it: np.int64 yes, a bool or a float no (not as 0 or 1).
     assert np.array_equal(k.softmax(np.ones((2, 3)), np.int64(0)), np.full((2, 3), 0.5))
+    with pytest.raises(IndexError, match="axis %d is out of range" % -2 ** 70):  # (as given, not clamped)
+        k.softmax(np.ones((2, 3)), -2 ** 70)
     for axis, name in ((True, "bool"), (1.0, "float"), (None, "NoneType")):
         with pytest.raises(TypeError, match="softmax: axis must be an int, not " + name):
             k.softmax(np.ones((2, 3)), axis)
