@@ -20,6 +20,8 @@ from minigrad.autograd import grad
 from minigrad.gradcheck import GradcheckError, gradcheck
 from minigrad.graphviz import draw_graph
 from minigrad import func, functional, nn, optim
+from minigrad.functional import where
 
 __all__ = ["Function", "GradcheckError", "Tensor", "draw_graph", "enable_grad", "from_numpy",
-           "func", "functional", "grad", "gradcheck", "is_grad_enabled", "nn", "no_grad", "optim"]
+           "func", "functional", "grad", "gradcheck", "is_grad_enabled", "nn", "no_grad", "optim",
+           "where"]

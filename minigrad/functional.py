@@ -53,6 +53,17 @@ def relu(x):
     return ops.ReLU.apply(x)
 
 
+def where(condition, input, other):
+    """`input` where `condition` holds, else `other`, as torch.where: the three broadcast
+    together, input and other promote; `condition` a boolean tensor or array (no gradient),
+    `input` and `other` tensors or numbers."""
+    cond = condition.data if isinstance(condition, Tensor) else np.asarray(condition)
+    if cond.dtype != bool:
+        raise TypeError("where: expected condition to be a boolean tensor, got %s (as in torch); "
+                        "compare to make one: where(x > 0, x, 0)" % cond.dtype)
+    return ops.Where.apply(condition, input, other)
+
+
 def _log_softmax(x, axis):
     if _kernel is not None and x.dtype in _KERNEL_DTYPES:
         return _kernel.log_softmax(x, axis)

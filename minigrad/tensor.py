@@ -454,6 +454,44 @@ class Tensor:
             axes[d0], axes[d1] = axes[d1], axes[d0]
         return _ops.Permute.apply(self, tuple(axes))
 
+    def permute(self, *dims):
+        """The dims reordered, as torch's: permute(2, 0, 1) or permute((2, 0, 1))."""
+        if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+            dims = dims[0]
+        axes = tuple(_ops.normalize_dim(d, self.ndim, "permute", shape=self.shape) for d in dims)
+        if len(axes) != self.ndim or len(set(axes)) != len(axes):
+            raise RuntimeError("permute: %s is not an order of the %d dims of a tensor of shape %s"
+                               % (tuple(dims), self.ndim, tuple(self.shape)))
+        return _ops.Permute.apply(self, axes)
+
+    def unsqueeze(self, dim):
+        """A dim of size 1 inserted at `dim` (-ndim - 1 to ndim), as torch's."""
+        d = _ops.normalize_dim(dim, self.ndim + 1, "unsqueeze", shape=self.shape + (1,))
+        return _ops.Reshape.apply(self, self.shape[:d] + (1,) + self.shape[d:])
+
+    def sqrt(self):
+        return self ** 0.5
+
+    def masked_fill(self, mask, value):
+        """`value` where the boolean `mask` (broadcast to this tensor's shape) is True, else this
+        tensor's elements, in its dtype, as torch's: attention's masking, out of place.
+        `value` is a number or a 0-d tensor (which then gets a gradient)."""
+        m = mask if isinstance(mask, Tensor) else np.asarray(mask)  # (shape: under vmap, one example's)
+        if m.dtype != bool:
+            raise TypeError("masked_fill: mask must be a boolean tensor, got %s (as in torch)" % m.dtype)
+        try:
+            fits = np.broadcast_shapes(m.shape, self.shape) == self.shape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise RuntimeError("masked_fill: a mask of shape %s does not broadcast to the tensor's "
+                               "shape %s" % (tuple(m.shape), tuple(self.shape)))
+        if isinstance(value, Tensor) and value.ndim:
+            raise RuntimeError("masked_fill only supports a 0-dimensional value tensor, got shape "
+                               "%s (as in torch); use where(mask, value, x)" % (tuple(value.shape),))
+        out = _ops.Where.apply(mask, value, self)
+        return out if out.dtype == self.dtype else out.to(self.dtype)
+
     @property
     def T(self):
         return _ops.Permute.apply(self, tuple(range(self.ndim - 1, -1, -1)))
@@ -482,13 +520,13 @@ class Tensor:
         if _State.transforms:  # a trace, batch or tangent would not see the change
             raise RuntimeError("in-place operations inside minigrad.func transforms and hlo.jit "
                                "are not supported (the transform would not see the change); use "
-                               "the out-of-place operation")
+                               "the out-of-place operation" + _OUT_OF_PLACE)
         if _State.enabled and self._requires_grad:
             if self.grad_fn is None:
                 raise RuntimeError("a leaf tensor that requires grad is being used in an in-place "
                                    "operation; wrap the update in minigrad.no_grad()")
             raise RuntimeError("in-place operations on tensors recorded in a graph are not "
-                               "supported; use the out-of-place operation")
+                               "supported; use the out-of-place operation" + _OUT_OF_PLACE)
         if _State.enabled and other.__class__ is Tensor and other._requires_grad:
             raise RuntimeError("an in-place operation with an operand that requires grad is not "
                                "recorded (its gradient would be lost); use the out-of-place "
@@ -717,6 +755,9 @@ def _index(index):
             select.extend([slice(None)] * dims)
             rest.append(e)
     return tuple(select), tuple(rest)
+
+
+_OUT_OF_PLACE = " (for x[mask] = v: x = x.masked_fill(mask, v), or minigrad.where(mask, v, x))"
 
 
 class _TensorInList(Exception):

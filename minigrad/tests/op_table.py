@@ -58,4 +58,10 @@ CASES = {
     # through abs's gradient rule)
     "abs": (lambda L, a: a.abs() * a, [arr(3, 4)]),
     "sign": (lambda L, a: a.sign() * a.exp(), [arr(3, 4)]),
+    # attention's pieces: masking out of place, heads' dims moved, a norm's square root
+    "where": (lambda L, a, b: L.where(a > b, a * 2.0, b.exp()), [arr(3, 4), arr(4)]),
+    "masked_fill": (lambda L, a, b: L.softmax(a.masked_fill(b > 0.5, -3.0), dim=-1) * b, [arr(3, 4), arr(4)]),
+    "permute_unsqueeze": (lambda L, a: a.permute(2, 0, 1).unsqueeze(1).exp()
+                          * a.sum(1).T.unsqueeze(1).unsqueeze(-1), [arr(2, 3, 4)]),
+    "sqrt": (lambda L, a: a.sqrt(), [arr(3, 4, low=0.5, high=2.0)]),
 }

@@ -896,6 +896,44 @@ def test_operands_and_data_torch_has_no_dtype_for_are_clear_type_errors():
     assert T(np.ones(2, np.float16)).dtype == np.float16 and T(np.ones(2, np.complex128)).dtype == np.complex128
 
 
+def test_attention_masking_and_shapes_are_torchs():
+    """where, masked_fill, permute, unsqueeze and sqrt, which a helper writing attention found
+    missing (x[mask] = -inf on scores in the graph is refused, and its message named no
+    out-of-place way); the op table checks their values and transforms against torch.func."""
+    rng = np.random.default_rng(0)
+    scores, keep = rng.normal(size=(2, 3, 5)), rng.random((2, 1, 5)) > 0.4
+    keep[..., 0] = True
+    upstream = rng.normal(size=(1, 5, 2, 3))
+    outs = []
+    for tensor, where, softmax in ((minigrad.Tensor, minigrad.where, F.softmax),
+                                   (torch.tensor, torch.where, torch.softmax)):
+        s = tensor(scores, requires_grad=True)
+        bias = tensor(np.array(0.5), requires_grad=True)
+        mask = tensor(~keep)
+        p = softmax(s.masked_fill(mask, float("-inf")), -1)
+        q = where(tensor(keep), p, bias).permute(2, 0, 1).unsqueeze(0).sqrt()
+        (q * tensor(upstream)).sum().backward()
+        outs.append([q.detach().numpy(), s.grad.numpy(), bias.grad.numpy()])
+        with pytest.raises(RuntimeError, match="does not broadcast|must match|expand"):
+            s.masked_fill(tensor(np.ones((3, 3, 5), bool)), 0.0)
+        with pytest.raises(RuntimeError, match="0-dimensional value"):
+            s.masked_fill(mask, tensor(np.ones(5)))
+        with pytest.raises((RuntimeError, TypeError), match="(?i)bool"):
+            s.masked_fill(tensor(np.ones((2, 1, 5))), 0.0)
+        with pytest.raises((RuntimeError, TypeError), match="(?i)condition .*bool"):
+            where(tensor(np.ones(5)), s, 0.0)
+        with pytest.raises(RuntimeError):
+            s.permute(0, 1)
+        with pytest.raises(IndexError):
+            s.unsqueeze(4)
+        assert tensor(np.array([1, 2])).masked_fill(tensor(np.array([True, False])), 2.5).tolist() == [2, 2]
+    for mine, theirs in zip(*outs):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-12)
+    with pytest.raises(RuntimeError, match=r"x = x\.masked_fill\(mask, v\)"):
+        h = minigrad.Tensor(scores, requires_grad=True) * 1.0
+        h[minigrad.Tensor(~np.broadcast_to(keep, scores.shape))] = float("-inf")
+
+
 def test_real_and_imag_are_torchs_and_differentiable():
     """The refusals of complex max, comparisons, abs and float() point to .real and .imag,
     which Tensor did not have."""

@@ -19,6 +19,7 @@ class MinigradLib:
     relu = staticmethod(F.relu)
     linear = staticmethod(F.linear)
     grad = staticmethod(minigrad.grad)
+    where = staticmethod(F.where)
 
 
 class TorchLib:
@@ -29,6 +30,7 @@ class TorchLib:
     relu = staticmethod(torch.relu)
     linear = staticmethod(torch.nn.functional.linear)
     grad = staticmethod(torch.autograd.grad)
+    where = staticmethod(torch.where)
 
 
 def forward_backward(lib, fn, arrays, seed=0):
