@@ -163,9 +163,11 @@ class Pow(_Binary):
     @classmethod
     def forward(cls, ctx, a, b):
         x, y = _operands(a, b)
-        _check_operands("power", a, b)  # (before result_type, which reads a str as a dtype)
-        # (a list operand as an array: result_type would read it as a dtype's fields)
-        kind = np.result_type(*(np.asarray(v) if isinstance(v, (list, tuple)) else v for v in (x, y))).kind
+        try:  # (a list operand as an array: result_type would read it as a dtype's fields)
+            kind = np.result_type(*(np.asarray(v) if isinstance(v, (list, tuple)) else v for v in (x, y))).kind
+        except TypeError:  # (result_type read a str as a dtype)
+            _check_operands("power", a, b)
+            raise
         if kind in "iu" and np.any(np.asarray(y) < 0):
             raise ValueError(
                 "pow: integers to negative integer powers are not allowed (base %s of shape %s, "
