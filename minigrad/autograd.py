@@ -229,11 +229,7 @@ def _fit(node, input_grads, value, grad):
             got[1:] == shape or value._batch in getattr(grad._batch, "ancestors", ())
             and got[1:] == shape[1:]):
         return grad  # a batch of gradients for a value outside the vmap (_run's `batched`)
-    try:
-        fits = np.broadcast_shapes(shape, got) == got
-    except ValueError:
-        fits = False
-    if not fits:
+    if not ops.broadcasts_to(shape, got):
         # (found here, not counted in the engine's loop, which runs for every gradient)
         index = next(i for i, (v, g) in enumerate(zip(node.inputs, input_grads))
                      if v is value and g is grad)

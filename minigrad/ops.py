@@ -809,6 +809,14 @@ class Index(Function):
         return IndexAdd.apply(grad, ctx.index, ctx.shape)
 
 
+def broadcasts_to(shape, to):
+    """Whether an array of `shape` broadcasts to `to` by NumPy's rules."""
+    try:
+        return np.broadcast_shapes(shape, to) == tuple(to)
+    except ValueError:
+        return False
+
+
 def _own_arrays(index):
     """`index` with copies of its index arrays and lists, for the backward to read: the
     caller's (a tensor's, NumPy's or a list) changed in place after the forward moved the

@@ -479,11 +479,7 @@ class Tensor:
         m = mask if isinstance(mask, Tensor) else np.asarray(mask)  # (shape: under vmap, one example's)
         if m.dtype != bool:
             raise TypeError("masked_fill: mask must be a boolean tensor, got %s (as in torch)" % m.dtype)
-        try:
-            fits = np.broadcast_shapes(m.shape, self.shape) == self.shape
-        except ValueError:
-            fits = False
-        if not fits:
+        if not _ops.broadcasts_to(m.shape, self.shape):
             raise RuntimeError("masked_fill: a mask of shape %s does not broadcast to the tensor's "
                                "shape %s" % (tuple(m.shape), tuple(self.shape)))
         if isinstance(value, Tensor) and value.ndim:
