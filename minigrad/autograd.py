@@ -157,7 +157,10 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batche
             grad = pending.pop(node)
             if captured_nodes and node in captured_nodes:
                 leaf_grads[id(captured_nodes[node])] = grad
-                if batched:  # (vjp's inputs: nothing upstream of them is asked for)
+                # vjp's inputs: nothing upstream of them is asked for; minigrad.grad's: only
+                # what leads on to another input (torch runs no more: the node was run, and
+                # freed, and a later backward through it raised)
+                if batched or not _leads_on(node, needed, capture):
                     sends = ()
                     continue
             if node._freed:
@@ -218,6 +221,16 @@ def _reaching(outputs, capture, captured_nodes, since, stop):
                 or any(v.__class__ is Tensor and id(v) in leaves for v in node.inputs)):
             needed.add(node)
     return needed
+
+
+def _leads_on(node, needed, capture):
+    """Whether a captured node's inputs lead on to another captured tensor (minigrad.grad's
+    inputs, one behind another)."""
+    for v in node.inputs:
+        if v.__class__ is Tensor and (v.grad_fn in needed if v.grad_fn is not None
+                                      else any(v is t for t in capture)):
+            return True
+    return False
 
 
 def _fit(node, input_grads, value, grad):

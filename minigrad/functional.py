@@ -57,10 +57,11 @@ def where(condition, input, other):
     """`input` where `condition` holds, else `other`, as torch.where: the three broadcast
     together, input and other promote; `condition` a boolean tensor or array (no gradient),
     `input` and `other` tensors or numbers."""
-    cond = condition.data if isinstance(condition, Tensor) else np.asarray(condition)
-    if cond.dtype != bool:
+    if not isinstance(condition, Tensor):  # (a copy: the backward reads it)
+        condition = Tensor(condition)
+    if condition.dtype != bool:
         raise TypeError("where: expected condition to be a boolean tensor, got %s (as in torch); "
-                        "compare to make one: where(x > 0, x, 0)" % cond.dtype)
+                        "compare to make one: where(x > 0, x, 0)" % condition.dtype)
     return ops.Where.apply(condition, input, other)
 
 

@@ -276,15 +276,23 @@ class Argmax(_Untracked):
 
 
 class Where(Function):
-    """where(cond, a, b) for a fixed boolean array `cond` (which has no gradient)."""
+    """where(cond, a, b) for a fixed boolean array `cond` (which has no gradient). A tensor
+    cond is saved: changed in place before backward, it moved the gradient (torch raises)."""
 
     @staticmethod
     def forward(ctx, cond, a, b):
+        if cond.__class__ is Tensor:
+            ctx.save_for_backward(cond)
         x, y = _operands(a, b)
-        return _wrap(np.where(_data(cond), x, y))
+        try:
+            return _wrap(np.where(_data(cond), x, y))
+        except ValueError:
+            raise ValueError("where: shapes %s (the condition), %s and %s cannot be broadcast together"
+                             % (tuple(_shape(cond)), tuple(_shape(a)), tuple(_shape(b)))) from None
 
     @staticmethod
     def backward(ctx, grad):
+        ctx.saved_tensors  # raises if cond was changed in place
         cond, a, b = ctx.inputs
         return (None, _sum_to(Where.apply(cond, grad, 0), _shape(a)) if _needs(a) else None,
                 _sum_to(Where.apply(cond, 0, grad), _shape(b)) if _needs(b) else None)

@@ -476,16 +476,17 @@ class Tensor:
         """`value` where the boolean `mask` (broadcast to this tensor's shape) is True, else this
         tensor's elements, in its dtype, as torch's: attention's masking, out of place.
         `value` is a number or a 0-d tensor (which then gets a gradient)."""
-        m = mask if isinstance(mask, Tensor) else np.asarray(mask)  # (shape: under vmap, one example's)
-        if m.dtype != bool:
-            raise TypeError("masked_fill: mask must be a boolean tensor, got %s (as in torch)" % m.dtype)
-        if not _ops.broadcasts_to(m.shape, self.shape):
-            raise RuntimeError("masked_fill: a mask of shape %s does not broadcast to the tensor's "
-                               "shape %s" % (tuple(m.shape), tuple(self.shape)))
+        if not isinstance(mask, Tensor):  # (a copy: the backward reads it)
+            mask = Tensor(mask)
+        if mask.dtype != bool:
+            raise TypeError("masked_fill: mask must be a boolean tensor, got %s (as in torch)" % mask.dtype)
         if isinstance(value, Tensor) and value.ndim:
             raise RuntimeError("masked_fill only supports a 0-dimensional value tensor, got shape "
                                "%s (as in torch); use where(mask, value, x)" % (tuple(value.shape),))
-        out = _ops.Where.apply(mask, value, self)
+        if self.dtype.kind in "biu" and not np.isfinite(_data(value)):  # (the cast would wrap it)
+            raise RuntimeError("masked_fill: value %s cannot be converted to type %s without "
+                               "overflow (as in torch)" % (_data(value), self.dtype))
+        out = _ops.Where.apply(mask, value, self)  # (of the shapes broadcast, as torch's)
         return out if out.dtype == self.dtype else out.to(self.dtype)
 
     @property
