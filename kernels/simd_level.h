@@ -1,6 +1,7 @@
 // The vector primitives of one x86-64 level, for softmax_cpu_level.cc: GCC
-// vector types as wide as the level's registers (W floats), loads and stores
-// that widen and narrow float16/bfloat16, non-temporal stores, and exp.
+// vector types as wide as the level's registers (W floats or WD doubles),
+// loads and stores that widen and narrow float16/bfloat16, non-temporal
+// stores, and exp.
 // Which level comes from the compiler's flags (tools/copts.bzl). Everything
 // is in the level's namespace with internal linkage (see softmax_cpu_level.cc):
 // include this from that file only.
@@ -42,10 +43,30 @@ typedef float vf __attribute__((vector_size(W * 4)));
 typedef int32_t vi __attribute__((vector_size(W * 4)));
 typedef uint32_t vu __attribute__((vector_size(W * 4)));
 typedef uint16_t vh __attribute__((vector_size(W * 2)));
+// float64 rows: the same registers, half as many lanes.
+constexpr int WD = W / 2;
+typedef double vd __attribute__((vector_size(W * 4)));
+typedef int64_t vl __attribute__((vector_size(W * 4)));
 
 WS_INLINE vf splat(float a) { return vf{} + a; }
 
-// Scalar conversions, for tails and the baseline level's float16.
+// The vector an element type is computed in, its lanes and its scalar: float32
+// for float and the 16-bit formats, float64 for double.
+template <typename T>
+struct VecOf {
+  using type = vf;
+  using scalar = float;
+  static constexpr int lanes = W;
+};
+template <>
+struct VecOf<double> {
+  using type = vd;
+  using scalar = double;
+  static constexpr int lanes = WD;
+};
+
+// Scalar conversions to the computation type, for tails and the baseline level's float16.
+WS_INLINE double to_float(double d) { return d; }
 WS_INLINE float to_float(float f) { return f; }
 WS_INLINE float to_float(Half h) { return static_cast<float>(__builtin_bit_cast(_Float16, h.bits)); }
 WS_INLINE float to_float(BFloat16 h) {
@@ -68,6 +89,12 @@ WS_INLINE vf load(const float* p) {
   return v;
 }
 WS_INLINE void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
+WS_INLINE vd load(const double* p) {
+  vd v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+WS_INLINE void store(double* p, vd v) { std::memcpy(p, &v, sizeof v); }
 
 // bfloat16 is the upper half of a float32. Intrinsics: GCC 12 widened a vector
 // of 8 uint16 for AVX2 in two 128-bit halves plus an insert.
@@ -155,6 +182,15 @@ WS_INLINE void stream(float* p, vf v) {
   _mm_stream_ps(p, v);
 #endif
 }
+WS_INLINE void stream(double* p, vd v) {
+#if defined(__AVX512F__)
+  _mm512_stream_pd(p, v);
+#elif defined(__AVX2__)
+  _mm256_stream_pd(p, v);
+#else
+  _mm_stream_pd(p, v);
+#endif
+}
 template <typename T16>
 WS_INLINE void stream(T16* p, vf v) {
   const vh h = narrow(v, p);
@@ -209,10 +245,42 @@ WS_INLINE void store_tail(float* p, int64_t n, vf v) {
 }
 #endif
 
-// Elements [0, k) at p, k <= W, padded with `pad` when k < W.
+// float64 tails: as float32's.
+WS_INLINE vd load_tail(const double* p, int64_t n, double pad) {
+#if defined(__AVX512F__)
+  return _mm512_mask_loadu_pd(vd{} + pad, static_cast<__mmask8>((1u << n) - 1), p);
+#elif defined(__AVX2__)
+  const vl live = vl{0, 1, 2, 3} < n;
+  const vd v = _mm256_maskload_pd(p, __builtin_bit_cast(__m256i, live));
+  return live ? v : vd{} + pad;
+#else
+  return vd{p[0], pad};  // n = 1
+#endif
+}
+WS_INLINE void store_tail(double* p, int64_t n, vd v) {
+#if defined(__AVX512F__)
+  _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << n) - 1), v);
+#elif defined(__AVX2__)
+  _mm256_maskstore_pd(p, __builtin_bit_cast(__m256i, vl{0, 1, 2, 3} < n), v);
+#else
+  p[0] = v[0];  // n = 1
+#endif
+}
+
+// v's first n lanes, then `pad`.
+WS_INLINE vf first_lanes(vf v, int64_t n, float pad) {
+  return lane_index() < static_cast<int32_t>(n) ? v : splat(pad);
+}
+WS_INLINE vd first_lanes(vd v, int64_t n, double pad) {
+  vl i;
+  for (int j = 0; j < WD; ++j) i[j] = j;  // a constant after folding
+  return i < n ? v : vd{} + pad;
+}
+
+// Elements [0, k) at p, k <= the lanes of T's vector, padded with `pad` when fewer.
 template <typename T>
-WS_INLINE vf load_n(const T* p, int64_t k, float pad) {
-  return k == W ? load(p) : load_tail(p, k, pad);
+WS_INLINE auto load_n(const T* p, int64_t k, typename VecOf<T>::scalar pad) {
+  return k == VecOf<T>::lanes ? load(p) : load_tail(p, k, pad);
 }
 
 WS_INLINE int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -223,17 +291,18 @@ WS_INLINE int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 // unaligned head is written normally.
 template <bool kStream, typename T, typename F>
 WS_INLINE void write_row(T* out, int64_t n, F value) {
+  constexpr int64_t L = VecOf<T>::lanes;
   int64_t i = 0;
   if constexpr (kStream) {
-    constexpr uintptr_t bytes = W * sizeof(T);
+    constexpr uintptr_t bytes = L * sizeof(T);
     const uintptr_t addr = reinterpret_cast<uintptr_t>(out);
     if (addr % sizeof(T) == 0) {
       const int64_t head = min64(n, static_cast<int64_t>((bytes - addr % bytes) % bytes / sizeof(T)));
       if (head) store_tail(out, head, value(0, head));
-      for (i = head; i + W <= n; i += W) stream(out + i, value(i, W));
+      for (i = head; i + L <= n; i += L) stream(out + i, value(i, L));
     }
   }
-  for (; i + W <= n; i += W) store(out + i, value(i, W));
+  for (; i + L <= n; i += L) store(out + i, value(i, L));
   if (i < n) store_tail(out + i, n - i, value(i, n - i));
 }
 
@@ -261,6 +330,26 @@ WS_INLINE float lane_max(vf v) {
 WS_INLINE float lane_sum(vf v) {
   return lane_reduce(v, [](__m128 a, __m128 b) { return _mm_add_ps(a, b); });
 }
+// The same for float64; `op` combines two __m128d.
+template <typename Op>
+WS_INLINE double lane_reduce(vd v, Op op) {
+#if defined(__AVX512F__)
+  const __m256d h = _mm512_castpd512_pd256(v), g = _mm512_extractf64x4_pd(v, 1);
+  __m128d q = op(op(_mm256_castpd256_pd128(h), _mm256_extractf128_pd(g, 0)),
+                 op(_mm256_extractf128_pd(h, 1), _mm256_extractf128_pd(g, 1)));
+#elif defined(__AVX2__)
+  __m128d q = op(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+#else
+  __m128d q = v;
+#endif
+  return _mm_cvtsd_f64(op(q, _mm_unpackhi_pd(q, q)));
+}
+WS_INLINE double lane_max(vd v) {
+  return lane_reduce(v, [](__m128d a, __m128d b) { return _mm_max_pd(a, b); });
+}
+WS_INLINE double lane_sum(vd v) {
+  return lane_reduce(v, [](__m128d a, __m128d b) { return _mm_add_pd(a, b); });
+}
 // a > b ? a : b, as one vmaxps: NaN in a is dropped. Written as the select, GCC made
 // some (the exp's clamp) a compare and a blend.
 WS_INLINE vf vmax(vf a, vf b) {
@@ -270,6 +359,15 @@ WS_INLINE vf vmax(vf a, vf b) {
   return _mm256_max_ps(a, b);
 #else
   return _mm_max_ps(a, b);
+#endif
+}
+WS_INLINE vd vmax(vd a, vd b) {
+#if defined(__AVX512F__)
+  return _mm512_max_pd(a, b);
+#elif defined(__AVX__)
+  return _mm256_max_pd(a, b);
+#else
+  return _mm_max_pd(a, b);
 #endif
 }
 
@@ -343,6 +441,72 @@ WS_INLINE vf exp_any(vf y) {
 #else
   return exp_nonpositive(_mm_min_ps(splat(88.75f), y));
 #endif
+}
+
+// exp(x) for x <= 0 in float64, within one ulp (libm's exp is within 0.5, the
+// Sleef exp torch's float64 softmax uses within 1.0). Where libm took one call
+// an element, the float64 softmax ran 0.34x-0.58x torch's speed (Intel Xeon,
+// AVX-512, one thread, 64x64 to 256x32768). 2^n * e^r with n = round(x / ln 2)
+// and r = x - n ln 2 in two steps (fdlibm's split: ln2_hi's low 21 bits are 0,
+// so n * ln2_hi is exact), |r| <= ln(2)/2, e^r by its Taylor series to r^13
+// (truncation 4e-18 relative), by Horner's rule with fused multiply-adds where
+// the level has them. 2^n is built from the low bits of a double to which
+// 1.5 * 2^52 + n + 1077 was added, as 2^(n + 54), a normal double for n >=
+// -1076, times 2^-54: the one rounding of that product gives the subnormal
+// results below 2^-1022 that torch's gives. x is clamped at -746.5 (NaN
+// passes: see vmax), where n = -1077 and 2^(n + 54) is built as exactly 0, so
+// exp(-inf) = 0 with no select and no underflow: an underflowing multiply
+// takes a microcode assist on Intel cores, and clamped at -745.2 (a result
+// rounded to 0) a 64x10 softmax took 3x as long as 64x16 (each row's padding
+// lanes are -inf; Intel Xeon, AVX-512).
+WS_INLINE vd madd(vd a, vd b, double c) {
+#if defined(__AVX512F__)
+  return _mm512_fmadd_pd(a, b, vd{} + c);
+#elif defined(__FMA__)
+  return _mm256_fmadd_pd(a, b, vd{} + c);
+#else
+  return a * b + c;
+#endif
+}
+WS_INLINE vd exp_nonpositive(vd x) {
+  constexpr double kShift = 6755399441055744.0 + 1077;  // 1.5 * 2^52, and the bias of 2^(n + 54)
+  const vd xc = vmax(vd{} - 746.5, x);
+  const vd biased = xc * 1.4426950408889634 + kShift;
+  const vd n = biased - kShift;
+  const vd r = (xc - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
+  vd p = vd{} + 1.0 / 6227020800.0;  // 1/13!
+  p = madd(p, r, 1.0 / 479001600.0);
+  p = madd(p, r, 1.0 / 39916800.0);
+  p = madd(p, r, 1.0 / 3628800.0);
+  p = madd(p, r, 1.0 / 362880.0);
+  p = madd(p, r, 1.0 / 40320.0);
+  p = madd(p, r, 1.0 / 5040.0);
+  p = madd(p, r, 1.0 / 720.0);
+  p = madd(p, r, 1.0 / 120.0);
+  p = madd(p, r, 1.0 / 24.0);
+  p = madd(p, r, 1.0 / 6.0);
+  p = madd(p, r, 0.5);
+  p = madd(p, r, 1.0);
+  p = madd(p, r, 1.0);
+  const vd two_n54 = __builtin_bit_cast(vd, __builtin_bit_cast(vl, biased) << 52);
+  return p * two_n54 * 0x1p-54;
+}
+
+// exp(y) for any float64 y (the log-softmax backward's, as exp_any above): lanes
+// above 0, which no log-softmax makes, go to libm one by one.
+WS_INLINE vd exp_any(vd y) {
+  vd e = exp_nonpositive(y);
+#if defined(__AVX512F__)
+  const int positive = _mm512_cmp_pd_mask(y, vd{}, _CMP_GT_OQ);
+#elif defined(__AVX__)
+  const int positive = _mm256_movemask_pd(_mm256_cmp_pd(y, vd{}, _CMP_GT_OQ));
+#else
+  const int positive = _mm_movemask_pd(_mm_cmpgt_pd(y, vd{}));
+#endif
+  if (__builtin_expect(positive != 0, 0)) {
+    for (int j = 0; j < WD; ++j) e[j] = y[j] > 0 ? ::exp(y[j]) : e[j];
+  }
+  return e;
 }
 
 // log(s) for s >= 1 (a softmax row's sum of exp(z - max), which holds exp(0) = 1),

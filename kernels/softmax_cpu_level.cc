@@ -27,7 +27,8 @@
 // row, narrowed (vcvtps2ph; for bfloat16 AVX-512 BF16's vcvtneps2bf16, or
 // round-to-nearest-even integer arithmetic) as the second pass scales them.
 // vcvtneps2bf16 flushes subnormal results to zero: below 2^-126, where the
-// exp here gives 0 anyway. float64 uses libm's exp.
+// exp here gives 0 anyway. float64 rows take three plain passes at W/2
+// doubles a vector, with an exp within one ulp (forward_row_f64).
 //
 // The backward reads dy and y twice per row (a sum, then dx; the second pass
 // finds the row in cache) and, when its data is larger than the thread's
@@ -57,32 +58,39 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Where a row's softmax input z comes from, read W elements at a time at
 // offsets from the row's start: x itself, or x * scale + mask (the attention
 // form, kMask false for a scale alone), so the fused operator never writes z.
+// Elements are computed as VecOf<T>'s vectors V of scalars E: float32 but for double.
 template <typename T>
 struct Plain {
+  using V = typename VecOf<T>::type;
+  using E = typename VecOf<T>::scalar;
+  static constexpr int64_t lanes = VecOf<T>::lanes;
   const T* x;
-  WS_INLINE vf at(int64_t i) const { return load(x + i); }
-  WS_INLINE vf tail(int64_t i, int64_t n, float pad) const { return load_tail(x + i, n, pad); }
-  WS_INLINE float one(int64_t i) const { return to_float(x[i]); }
+  WS_INLINE V at(int64_t i) const { return load(x + i); }
+  WS_INLINE V tail(int64_t i, int64_t n, E pad) const { return load_tail(x + i, n, pad); }
+  WS_INLINE E one(int64_t i) const { return to_float(x[i]); }
   WS_INLINE void prefetch(int64_t i) const { __builtin_prefetch(x + i); }
 };
 
 template <typename T, bool kMask>
 struct Scaled {
+  using V = typename VecOf<T>::type;
+  using E = typename VecOf<T>::scalar;
+  static constexpr int64_t lanes = VecOf<T>::lanes;
   const T* x;
   const T* mask;
-  float scale;
-  WS_INLINE vf at(int64_t i) const {
+  E scale;
+  WS_INLINE V at(int64_t i) const {
     if constexpr (kMask) return load(x + i) * scale + load(mask + i);
     return load(x + i) * scale;
   }
-  WS_INLINE float one(int64_t i) const {
+  WS_INLINE E one(int64_t i) const {
     if constexpr (kMask) return to_float(x[i]) * scale + to_float(mask[i]);
     return to_float(x[i]) * scale;
   }
-  WS_INLINE vf tail(int64_t i, int64_t n, float pad) const {
-    vf v = splat(pad);
-    for (int64_t j = 0; j < n; ++j) v[j] = one(i + j);
-    return v;
+  WS_INLINE V tail(int64_t i, int64_t n, E pad) const {
+    V v = load_tail(x + i, n, E(0)) * scale;
+    if constexpr (kMask) v += load_tail(mask + i, n, E(0));
+    return first_lanes(v, n, pad);  // the padding is `pad` for any scale, inf and NaN too
   }
   WS_INLINE void prefetch(int64_t i) const {
     __builtin_prefetch(x + i);
@@ -91,8 +99,8 @@ struct Scaled {
 };
 
 template <typename S>
-WS_INLINE vf src_n(const S& z, int64_t i, int64_t k, float pad) {
-  return k == W ? z.at(i) : z.tail(i, k, pad);
+WS_INLINE auto src_n(const S& z, int64_t i, int64_t k, typename S::E pad) {
+  return k == S::lanes ? z.at(i) : z.tail(i, k, pad);
 }
 
 // max(z[o, o + n)); NaN is not seen here (exp_sum lets it through).
@@ -413,16 +421,19 @@ void forward_masked(const T* x, const T* mask, const MaskLayout& layout, double 
 // (an exp per element) and selected.
 template <bool kLog, bool kStream, typename T>
 WS_INLINE void backward_row(const T* dy, const T* y, T* dx, int64_t n) {
-  auto term = [](vf d, vf yv) { return kLog ? d : d * yv; };
-  vf a = splat(0.0f), b = a;
+  using V = typename VecOf<T>::type;
+  using E = typename VecOf<T>::scalar;
+  constexpr int64_t L = VecOf<T>::lanes;
+  auto term = [](V d, V yv) { return kLog ? d : d * yv; };
+  V a = V{}, b = a;
   int64_t i = 0;
-  for (; i + 2 * W <= n; i += 2 * W) {
+  for (; i + 2 * L <= n; i += 2 * L) {
     a += term(load(dy + i), load(y + i));
-    b += term(load(dy + i + W), load(y + i + W));
+    b += term(load(dy + i + L), load(y + i + L));
   }
-  for (; i + W <= n; i += W) a += term(load(dy + i), load(y + i));
-  if (i < n) a += term(load_tail(dy + i, n - i, 0.0f), load_tail(y + i, n - i, 0.0f));
-  const float total = lane_sum(a + b);
+  for (; i + L <= n; i += L) a += term(load(dy + i), load(y + i));
+  if (i < n) a += term(load_tail(dy + i, n - i, E(0)), load_tail(y + i, n - i, E(0)));
+  const E total = lane_sum(a + b);
   // When the data come from memory (kStream: larger than the cache share), the
   // next row's dy and y are fetched while this row's dx is computed, for rows
   // whose dy and y fit in L1 (32 KiB) together; a longer next row would evict
@@ -438,7 +449,7 @@ WS_INLINE void backward_row(const T* dy, const T* y, T* dx, int64_t n) {
       __builtin_prefetch(dy + n + j);
       __builtin_prefetch(y + n + j);
     }
-    const vf d = load_n(dy + j, k, 0.0f), yv = load_n(y + j, k, 0.0f);
+    const V d = load_n(dy + j, k, 0), yv = load_n(y + j, k, 0);
     if constexpr (kLog) return d - exp_any(yv) * total;
     return yv * (d - total);
   });
@@ -482,9 +493,11 @@ void backward_short_rows(const T* dy, const T* y, T* dx, int64_t rows, int64_t c
 
 template <typename T>
 void backward_rows(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, bool log) {
-  if (cols < W) {
-    return log ? backward_short_rows<true>(dy, y, dx, rows, cols)
-               : backward_short_rows<false>(dy, y, dx, rows, cols);
+  if constexpr (!std::is_same_v<T, double>) {  // float64 rows are never transposed
+    if (cols < W) {
+      return log ? backward_short_rows<true>(dy, y, dx, rows, cols)
+                 : backward_short_rows<false>(dy, y, dx, rows, cols);
+    }
   }
   // dy, y and dx: stream dx when they cannot all stay in this thread's cache.
   const bool stream = 3 * rows * cols * static_cast<int64_t>(sizeof(T)) > cache_share();
@@ -492,50 +505,69 @@ void backward_rows(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, b
        : (stream ? backward_rows<false, true, T> : backward_rows<false, false, T>))(dy, y, dx, rows, cols);
 }
 
-// float64: three plain passes with libm's exp (precision over speed), one exp
-// per element: the sum's pass keeps each in y (the output's pass recomputed
-// them: twice NumPy's time, exp being most of it); z(i) is the row's i-th input.
-template <typename Z>
-void forward_row_f64(Z z, double* y, int64_t cols, bool log) {
-  double m = -std::numeric_limits<double>::infinity(), s = 0.0;
-  for (int64_t i = 0; i < cols; ++i) m = z(i) > m ? z(i) : m;
-  if (m == -std::numeric_limits<double>::infinity()) m = std::numeric_limits<double>::quiet_NaN();
-  if (log) {
-    for (int64_t i = 0; i < cols; ++i) s += ::exp(z(i) - m);
-    const double log_s = ::log(s);
-    for (int64_t i = 0; i < cols; ++i) y[i] = (z(i) - m) - log_s;
+// float64 rows: three passes (max; exp(z - m) stored to y and summed; the
+// scaling), the second and third reading the row from cache, where the float32
+// path's online blocks read x once: float64 is the precision path, and its exp
+// costs more than a reread.
+template <bool kLog, typename S>
+WS_INLINE void forward_row_f64(const S& z, double* y, int64_t n) {
+  constexpr double kNegInfD = -std::numeric_limits<double>::infinity();
+  vd a = vd{} + kNegInfD;
+  int64_t i = 0;
+  for (; i + WD <= n; i += WD) a = vmax(z.at(i), a);
+  if (i < n) a = vmax(z.tail(i, n - i, kNegInfD), a);
+  double m = lane_max(a);
+  // All -inf: z - m would be -inf - -inf = NaN anyway; NaN here says so for every element, as torch.
+  if (m == kNegInfD) m = std::numeric_limits<double>::quiet_NaN();
+  // The sum in chunks of kChunk elements, each summed in its own vector, then added: one running
+  // sum a lane over a row of 4000 terms (2000 a lane at baseline) made its largest output 18 ulps
+  // off, where torch's was 2.
+  constexpr int64_t kChunk = 256;
+  const int64_t whole = n - n % WD;
+  vd s = vd{};
+  for (int64_t c = 0; c < whole; c += kChunk) {
+    const int64_t end = min64(whole, c + kChunk);
+    vd part = vd{};
+    for (i = c; i < end; i += WD) {
+      const vd e = exp_nonpositive(z.at(i) - m);
+      if (!kLog) store(y + i, e);
+      part += e;
+    }
+    s += part;
+  }
+  vd tail = vd{};  // kept for the last pass
+  if (whole < n) {
+    tail = exp_nonpositive(z.tail(whole, n - whole, kNegInfD) - m);  // padding gives 0
+    s += tail;
+  }
+  const double sum = lane_sum(s);
+  if constexpr (kLog) {
+    const double log_s = ::log(sum);
+    write_row<false>(y, n, [&](int64_t j, int64_t k) { return (src_n(z, j, k, 0.0) - m) - log_s; });
   } else {
-    for (int64_t i = 0; i < cols; ++i) s += (y[i] = ::exp(z(i) - m));
-    for (int64_t i = 0; i < cols; ++i) y[i] /= s;
+    const double inv = 1.0 / sum;  // a multiply, as torch's: vdivpd took about a quarter of a 64x64 row's time
+    write_row<false>(y, n, [&](int64_t j, int64_t k) { return (k == WD ? load(y + j) : tail) * inv; });
   }
 }
 
 void forward_rows_f64(const double* x, double* y, int64_t rows, int64_t cols, bool log) {
   for (int64_t r = 0; r < rows; ++r) {
-    const double* xr = x + r * cols;
-    forward_row_f64([&](int64_t i) { return xr[i]; }, y + r * cols, cols, log);
+    const Plain<double> z{x + r * cols};
+    log ? forward_row_f64<true>(z, y + r * cols, cols) : forward_row_f64<false>(z, y + r * cols, cols);
   }
 }
 
 void forward_masked_f64(const double* x, const double* mask, const MaskLayout& layout, double scale,
                         double* y, int64_t first_row, int64_t rows, int64_t cols) {
-  MaskRows at(layout, mask ? first_row : 0);
-  for (int64_t r = 0; r < rows; ++r, at.next()) {
-    const double* xr = x + r * cols;
-    const double* mr = mask ? mask + at.offset() : nullptr;
-    forward_row_f64([&](int64_t i) { return mr ? xr[i] * scale + mr[i] : xr[i] * scale; }, y + r * cols,
-                    cols, false);
+  if (!mask) {
+    for (int64_t r = 0; r < rows; ++r) {
+      forward_row_f64<false>(Scaled<double, false>{x + r * cols, nullptr, scale}, y + r * cols, cols);
+    }
+    return;
   }
-}
-
-void backward_rows_f64(const double* dy, const double* y, double* dx, int64_t rows, int64_t cols,
-                       bool log) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const double *dyr = dy + r * cols, *yr = y + r * cols;
-    double* dxr = dx + r * cols;
-    double acc = 0.0;
-    for (int64_t i = 0; i < cols; ++i) acc += log ? dyr[i] : dyr[i] * yr[i];
-    for (int64_t i = 0; i < cols; ++i) dxr[i] = log ? dyr[i] - ::exp(yr[i]) * acc : yr[i] * (dyr[i] - acc);
+  MaskRows at(layout, first_row);
+  for (int64_t r = 0; r < rows; ++r, at.next()) {
+    forward_row_f64<false>(Scaled<double, true>{x + r * cols, mask + at.offset(), scale}, y + r * cols, cols);
   }
 }
 
@@ -548,7 +580,7 @@ extern const LevelKernels kKernels = {
     WS_STR(WS_LEVEL),
     forward_rows<float>,  forward_rows_f64,  forward_rows<Half>,  forward_rows<BFloat16>,
     forward_masked<float>, forward_masked_f64, forward_masked<Half>, forward_masked<BFloat16>,
-    backward_rows<float>, backward_rows_f64, backward_rows<Half>, backward_rows<BFloat16>,
+    backward_rows<float>, backward_rows<double>, backward_rows<Half>, backward_rows<BFloat16>,
 };
 
 }  // namespace warp_softmax::cpu::WS_LEVEL

@@ -109,3 +109,26 @@ def test_log_softmax_takes_the_log_of_the_sum_to_float32_precision(cols, isa):
     want = -np.log1p(np.exp(b.astype(np.float64)))
     err = np.abs(k.log_softmax(x, 1)[:, 0] - want) / (2.0**-23 * (1 + np.abs(want)))
     assert err.max() < 1.0, (err.max(), b[err.argmax()])
+
+
+def test_float64_exp_is_within_one_ulp(isa):
+    # log_softmax_backward of rows [0, y...] with dy = [1, 0...] gives -exp(y) exactly (the sum
+    # of dy is 1), so it shows the float64 exp itself, including its subnormal results, its
+    # exact 0 for -inf and its libm lanes above 0. Against exp in long double, rounded once.
+    r = np.random.default_rng(1)
+    y = np.concatenate([-r.random(60000) * np.log(2), -r.random(60000) * 50, -r.random(60000) * 746,
+                        -745.2 + r.random(20000) * 40, r.random(2000) * 700])
+    rows = np.concatenate([np.zeros((len(y) // 100, 1)), y.reshape(-1, 100)], 1)
+    dy = np.zeros_like(rows)
+    dy[:, 0] = 1
+    got = -k.log_softmax_backward(dy, rows, 1)[:, 1:].reshape(-1)
+    exact = np.exp(y.astype(np.longdouble))
+    ulp = np.spacing(exact.astype(np.float64)).astype(np.longdouble)  # 2^-1074 for subnormals
+    err = np.abs(got - exact) / ulp
+    # Without fused multiply-adds (baseline x86-64) the polynomial's roundings add up to 1.15.
+    bound = 1.25 if isa == "baseline" else 1.0
+    assert err.max() < bound, (err.max(), y[err.argmax()])
+    special = np.array([[0.0, -np.inf, np.nan, -1e300, 0.0, 710.0]])
+    dy = np.array([[1.0, 0, 0, 0, 0, 0]])
+    np.testing.assert_array_equal(-k.log_softmax_backward(dy, special, 1)[0, 1:],
+                                  [0.0, np.nan, 0.0, 1.0, np.inf])
