@@ -279,7 +279,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--dtypes", nargs="+", choices=["float32", "float16", "bfloat16"],
+    parser.add_argument("--dtypes", nargs="+", choices=["float32", "float64", "float16", "bfloat16"],
                         default=["float32", "bfloat16"])
     parser.add_argument("--isa", nargs="+", choices=["all"] + list(ATEN_CAPABILITY), default=["all"],
                         help="CPU levels to measure, each against torch at the same level "
