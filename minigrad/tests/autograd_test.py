@@ -286,6 +286,9 @@ def test_cross_entropy_rejects_bad_targets():
         F.cross_entropy(logits, np.array([0.0, 1.0, 2.0]))
     with pytest.raises(IndexError, match=r"in \[0, 4\)"):
         F.cross_entropy(logits, np.array([0, 1, 4]))
+    # a negative int8 class among more classes than int8 holds (its check widens it first)
+    with pytest.raises(IndexError, match=r"in \[0, 200\)"):
+        F.cross_entropy(minigrad.Tensor(np.zeros((1, 200))), np.array([-60], np.int8))
     with pytest.raises(ValueError, match="does not match 3 logits rows"):
         F.cross_entropy(logits, np.array([0, 1]))
     # A minigrad Tensor of integers is accepted as well as a NumPy array.

@@ -671,10 +671,12 @@ def test_in_place_operators_update_the_tensor_like_torch():
         plain = tensor(np.array([1.0, 2.0]))
         alias = plain  # another name for the same tensor sees the change, as torch's
         plain += plain
+        plain.add_(tensor(np.array([2.0, 4.0])), alpha=2).sub_(tensor(np.array([1.0, 1.0])), alpha=4)
         results.append((np.asarray(w.detach().numpy()), np.asarray(alias.numpy())))
     (mine, mine_alias), (theirs, theirs_alias) = results
     np.testing.assert_allclose(mine, theirs)
     np.testing.assert_array_equal(mine_alias, theirs_alias)
+    assert mine_alias.tolist() == [2.0, 8.0]
 
 
 def test_an_in_place_operator_keeps_the_dtype_or_raises_like_torch():
@@ -733,6 +735,7 @@ def test_an_in_place_operator_where_torch_records_it_gives_torchs_gradients():
     def accumulate(lib, w):
         total = lib.tensor(np.zeros(3), requires_grad=False)
         total += w * w
+        total -= w
         total /= 2.0
         return total
 
@@ -838,6 +841,9 @@ def test_setitem_errors_name_the_tensor_and_an_unsigned_tensor_takes_a_negative_
         t = tensor(np.array([1, 2, 3], np.uint8))
         t[0], t[1] = -1, -255
         assert t.tolist() == [255, 1, 3]
+        grid = tensor(np.zeros((2, 3), np.uint8))
+        grid[1, [0, 2]] = -1  # an index of several keys
+        assert grid.tolist() == [[0, 0, 0], [255, 0, 255]]
         for dtype, bad in ((np.uint8, -256), (np.uint8, 300), (np.int8, 128), (np.int8, -129)):
             with pytest.raises(RuntimeError, match="cannot be converted to type .* without overflow"):
                 tensor(np.zeros(2, dtype))[0] = bad
@@ -947,6 +953,31 @@ def test_attention_masking_and_shapes_are_torchs():
         h[minigrad.Tensor(~np.broadcast_to(keep, scores.shape))] = float("-inf")
 
 
+def test_a_numpy_mask_changed_after_the_forward_moves_no_gradient():
+    # torch.tensor copies the array; where and masked_fill keep their own copy of one.
+    cond = np.array([True, False, True])
+    grads = []
+    for tensor, where in ((minigrad.Tensor, minigrad.where), (torch.tensor, torch.where)):
+        x = tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+        mine = tensor is minigrad.Tensor
+        c = cond.copy()
+        y = where(c if mine else tensor(c), x, 0.0) + x.masked_fill(c if mine else tensor(c), 0.0) * 10
+        c[:] = ~c
+        y.sum().backward()
+        grads.append(x.grad.tolist())
+    assert grads[0] == grads[1] == [1.0, 10.0, 1.0]
+
+
+def test_permute_takes_dims_or_one_sequence_of_them_and_refuses_repeats_like_torch():
+    for tensor in (minigrad.Tensor, torch.tensor):
+        assert tuple(tensor(np.zeros(2)).permute(0).shape) == (2,)
+        m = tensor(np.arange(6.0).reshape(2, 3))
+        for dims in ((1, 0), [1, 0]):
+            assert m.permute(dims).tolist() == m.permute(*dims).tolist() == np.arange(6.0).reshape(2, 3).T.tolist()
+        with pytest.raises(RuntimeError):
+            m.permute(1, 1)
+
+
 def test_real_and_imag_are_torchs_and_differentiable():
     """The refusals of complex max, comparisons, abs and float() point to .real and .imag,
     which Tensor did not have."""
@@ -1009,6 +1040,16 @@ def test_to_float_and_double_cast_as_torchs():
         assert str(x.grad.dtype).endswith("float64") and x.grad.tolist() == [2.0, 3.0], lib
         z = x.to(dtypes[2])  # an integer dtype carries no gradient
         assert z.tolist() == [1, -2] and not z.requires_grad, lib
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # (the complex-to-real warning is for complex tensors)
+            x.float()
+    # nor a tangent, nor a second derivative
+    for lib, fn, tensor, int64 in (("minigrad", func, minigrad.Tensor, np.int64),
+                                   ("torch", torch.func, torch.tensor, torch.int64)):
+        f = lambda t: (t * t.to(int64)).sum()  # noqa: E731
+        at = tensor(np.array([1.5, 2.5]))
+        assert float(fn.jvp(f, (at,), (tensor(np.ones(2)),))[1]) == 3.0, lib
+        assert fn.hessian(f)(at).tolist() == [[0.0, 0.0], [0.0, 0.0]], lib
     assert minigrad.Tensor([1.0]).to("float16").dtype == np.float16
     with pytest.raises(TypeError, match="to: expected a dtype"):
         minigrad.Tensor([1.0]).to("cuda")
