@@ -1,4 +1,4 @@
-"""Mutation check of minigrad's tests: do they catch small bugs in ops.py and functional.py?
+"""Mutation check of minigrad's tests: do they catch small bugs in ops.py, functional.py and tensor.py?
 
     ./bazelw run //minigrad:mutation -- --max 80 --jobs 2
 
@@ -7,9 +7,9 @@ The engine is tools/mutation_check.py; this file names what it mutates and runs.
 
 from mutation_check import Named, main, package_dir
 
-FILES = ["ops.py", "functional.py"]
+FILES = ["ops.py", "functional.py", "tensor.py"]
 TESTS = ["gradients_test.py", "semantics_test.py", "dtypes_test.py", "autograd_test.py",
-         "properties_test.py", "func_test.py"]
+         "properties_test.py", "func_test.py", "compositions_test.py", "hlo_test.py"]
 
 # The mutants a mutation check of the earlier suite let through (issue 12).
 NAMED = [

@@ -978,6 +978,13 @@ def test_permute_takes_dims_or_one_sequence_of_them_and_refuses_repeats_like_tor
             m.permute(1, 1)
 
 
+def test_reshape_takes_a_shape_or_its_sizes_like_torch():
+    for tensor in (minigrad.Tensor, torch.tensor):
+        x = tensor(np.arange(6.0))
+        want = np.arange(6.0).reshape(2, 3).tolist()
+        assert x.reshape(2, 3).tolist() == x.reshape((2, 3)).tolist() == x.reshape([2, -1]).tolist() == want
+
+
 def test_real_and_imag_are_torchs_and_differentiable():
     """The refusals of complex max, comparisons, abs and float() point to .real and .imag,
     which Tensor did not have."""
