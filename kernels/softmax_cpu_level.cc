@@ -28,7 +28,7 @@
 // round-to-nearest-even integer arithmetic) as the second pass scales them.
 // vcvtneps2bf16 flushes subnormal results to zero: below 2^-126, where the
 // exp here gives 0 anyway. float64 rows take three plain passes at W/2
-// doubles a vector, with an exp within one ulp (forward_row_f64).
+// doubles a vector, with an exp within about one ulp (forward_row_f64).
 //
 // The backward reads dy and y twice per row (a sum, then dx; the second pass
 // finds the row in cache) and, when its data is larger than the thread's

@@ -23,7 +23,12 @@ CXX_COPTS = ["-std=c++17"] + _OPT
 # line, so their speed no longer depends on where the linker put them (on a Zen
 # 3 the same avx2 code ran 3-15% slower in one of two link positions; aligned,
 # it ran alike in both, at the faster one's speed: kernels/BENCHMARKS.md).
-KERNEL_COPTS = CXX_COPTS + ["-Wno-psabi", "-Wno-maybe-uninitialized", "-falign-loops=64"]
+# -ffp-contract=off: GCC fuses a * b + c into one FMA in C++ whatever -std says,
+# and fused, the attention form's x * scale - max was x * scale's rounding error
+# at the row's maximum instead of 0 (all NaN for a scale of 1e300) and
+# x * scale + mask rounded once where torch rounds twice; the kernels write each
+# fused multiply-add they want (simd_level.h's madd).
+KERNEL_COPTS = CXX_COPTS + ["-Wno-psabi", "-Wno-maybe-uninitialized", "-falign-loops=64", "-ffp-contract=off"]
 
 # PyTorch extensions, as torch.utils.cpp_extension compiles them: C++20 (torch
 # >= 2.13's headers need it) and OpenMP, since at::parallel_for's loop is

@@ -120,6 +120,25 @@ def test_bool_mask_keeps_where_true_as_sdpa(where):
     assert y[0, :, 2].isnan().all() and not y[1].isnan().any()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=name)
+def test_x_times_scale_rounds_before_the_mask_and_the_maximum_as_in_torch(dtype, where):
+    """Fused into one FMA (GCC contracts a * b + c in C++ unless told not to), the row
+    maximum's x * scale - max was the product's rounding error instead of 0 (all NaN at a
+    scale of 1e300: exp of a large positive number), and x * scale + mask rounded once where
+    torch rounds twice (0.07200177150871327 for torch's ...234). float32 has the first case
+    only: its own rounding of x * scale is torch's too, and already far from float64's."""
+    dev = device(where, dtype)
+    g = torch.Generator().manual_seed(0)
+    cases = [(torch.full((3, 40), 0.1, dtype=dtype), None, 1e300 if dtype == torch.float64 else 1e30)]
+    if dtype == torch.float64:
+        cases += [(1e6 + torch.arange(120, dtype=dtype).reshape(3, 40) / 8, None, 0.7),
+                  (700 + 4 * torch.rand(3, 40, generator=g, dtype=dtype), torch.full((40,), -210.0, dtype=dtype), 0.3)]
+    for x, mask, scale in cases:
+        x, mask = x.to(dev), None if mask is None else mask.to(dev)
+        y = kernels.warp_softmax_masked(x, mask, scale)
+        checks.assert_close(y.cpu().double().numpy(), reference(x, mask, scale).cpu().numpy(), name(dtype), False)
+
+
 def test_mixed_dtypes_promote_as_torch(where):
     x = torch.randn(2, 5, 8, device=device(where)).to(torch.bfloat16)
     mask = torch.zeros(2, 1, 8, device=device(where))
