@@ -287,9 +287,9 @@ WS_INLINE auto load_n(const T* p, int64_t k, typename VecOf<T>::scalar pad) {
 WS_INLINE int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 // out[0, n) = value(i, k) for each run of k <= L elements at i, L the lanes of
-// T's vector (k = L but for the row's ends). kStream: with non-temporal stores (the caller ends with an
-// sfence), for outputs too large to be read back from the caches; the row's
-// unaligned head is written normally.
+// T's vector (k = L but for the row's ends). kStream: with non-temporal stores
+// (the caller ends with an sfence), for outputs too large to be read back from
+// the caches; the row's unaligned head is written normally.
 template <bool kStream, typename T, typename F>
 WS_INLINE void write_row(T* out, int64_t n, F value) {
   constexpr int64_t L = VecOf<T>::lanes;
@@ -384,6 +384,15 @@ WS_INLINE vf madd(vf a, vf b, vf c) {
 #endif
 }
 WS_INLINE vf madd(vf a, vf b, float c) { return madd(a, b, splat(c)); }
+WS_INLINE vd madd(vd a, vd b, double c) {
+#if defined(__AVX512F__)
+  return _mm512_fmadd_pd(a, b, vd{} + c);
+#elif defined(__FMA__)
+  return _mm256_fmadd_pd(a, b, vd{} + c);
+#else
+  return a * b + c;
+#endif
+}
 
 // exp(x) for x <= 0. x is clamped at -88 (NaN passes the clamp), and the
 // power of two 2^k is built from the low bits of a float to which 1.5 * 2^23
@@ -474,15 +483,6 @@ WS_INLINE vf exp_any(vf y) {
 // takes a microcode assist on Intel cores, and clamped at -745.2 (a result
 // rounded to 0) a 64x10 softmax took 3x as long as 64x16 (each row's padding
 // lanes are -inf; Intel Xeon, AVX-512).
-WS_INLINE vd madd(vd a, vd b, double c) {  // as float32's madd
-#if defined(__AVX512F__)
-  return _mm512_fmadd_pd(a, b, vd{} + c);
-#elif defined(__FMA__)
-  return _mm256_fmadd_pd(a, b, vd{} + c);
-#else
-  return a * b + c;
-#endif
-}
 WS_INLINE vd exp_nonpositive(vd x) {
   constexpr double kShift = 6755399441055744.0 + 1077;  // 1.5 * 2^52, and the bias of 2^(n + 54)
   const vd xc = vmax(vd{} - 746.5, x);
