@@ -111,7 +111,7 @@ def test_log_softmax_takes_the_log_of_the_sum_to_float32_precision(cols, isa):
     assert err.max() < 1.0, (err.max(), b[err.argmax()])
 
 
-def test_float64_exp_is_within_one_ulp(isa):
+def test_float64_exp_is_within_an_ulp_where_the_level_has_fma(isa):
     # log_softmax_backward of rows [0, y...] with dy = [1, 0...] gives -exp(y) exactly (the sum
     # of dy is 1), so it shows the float64 exp itself, including its subnormal results, its
     # exact 0 for -inf and its libm lanes above 0. Against exp in long double, rounded once.
