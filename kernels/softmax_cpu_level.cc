@@ -105,15 +105,17 @@ WS_INLINE auto src_n(const S& z, int64_t i, int64_t k, typename S::E pad) {
 
 // max(z[o, o + n)); NaN is not seen here (exp_sum lets it through).
 template <typename S>
-WS_INLINE float block_max(const S& z, int64_t o, int64_t n) {
-  vf a = splat(kNegInf), b = a;  // two chains: vmaxps's latency, not its throughput, bounds one
+WS_INLINE auto block_max(const S& z, int64_t o, int64_t n) {
+  constexpr int64_t L = S::lanes;
+  constexpr typename S::E kLow = -std::numeric_limits<typename S::E>::infinity();
+  typename S::V a = typename S::V{} + kLow, b = a;  // two chains: vmaxps's latency, not its throughput, bounds one
   int64_t i = 0;
-  for (; i + 2 * W <= n; i += 2 * W) {
+  for (; i + 2 * L <= n; i += 2 * L) {
     a = vmax(z.at(o + i), a);
-    b = vmax(z.at(o + i + W), b);
+    b = vmax(z.at(o + i + L), b);
   }
-  for (; i + W <= n; i += W) a = vmax(z.at(o + i), a);
-  if (i < n) a = vmax(z.tail(o + i, n - i, kNegInf), a);
+  for (; i + L <= n; i += L) a = vmax(z.at(o + i), a);
+  if (i < n) a = vmax(z.tail(o + i, n - i, kLow), a);
   return lane_max(vmax(a, b));
 }
 
@@ -512,11 +514,7 @@ void backward_rows(const T* dy, const T* y, T* dx, int64_t rows, int64_t cols, b
 template <bool kLog, typename S>
 WS_INLINE void forward_row_f64(const S& z, double* y, int64_t n) {
   constexpr double kNegInfD = -std::numeric_limits<double>::infinity();
-  vd a = vd{} + kNegInfD;
-  int64_t i = 0;
-  for (; i + WD <= n; i += WD) a = vmax(z.at(i), a);
-  if (i < n) a = vmax(z.tail(i, n - i, kNegInfD), a);
-  double m = lane_max(a);
+  double m = block_max(z, 0, n);
   // All -inf: z - m would be -inf - -inf = NaN anyway; NaN here says so for every element, as torch.
   if (m == kNegInfD) m = std::numeric_limits<double>::quiet_NaN();
   // The sum in chunks of kChunk elements, each summed in its own vector, the chunks' sums added
@@ -529,7 +527,7 @@ WS_INLINE void forward_row_f64(const S& z, double* y, int64_t n) {
   for (int64_t c = 0; c < whole; c += kChunk) {
     const int64_t end = min64(whole, c + kChunk);
     vd part = vd{};
-    for (i = c; i < end; i += WD) {
+    for (int64_t i = c; i < end; i += WD) {
       const vd e = exp_nonpositive(z.at(i) - m);
       if (!kLog) store(y + i, e);
       part += e;
