@@ -209,6 +209,11 @@ WS_INLINE vi lane_index() {
   for (int j = 0; j < W; ++j) i[j] = j;  // a constant after folding
   return i;
 }
+WS_INLINE vl lane_index_d() {  // the same for float64's WD lanes
+  vl i;
+  for (int j = 0; j < WD; ++j) i[j] = j;
+  return i;
+}
 
 // The last n < W elements, padded with `pad`, and back.
 template <typename T>
@@ -251,7 +256,7 @@ WS_INLINE vd load_tail(const double* p, int64_t n, double pad) {
 #if defined(__AVX512F__)
   return _mm512_mask_loadu_pd(vd{} + pad, static_cast<__mmask8>((1u << n) - 1), p);
 #elif defined(__AVX2__)
-  const vl live = vl{0, 1, 2, 3} < n;
+  const vl live = lane_index_d() < n;
   const vd v = _mm256_maskload_pd(p, __builtin_bit_cast(__m256i, live));
   return live ? v : vd{} + pad;
 #else
@@ -262,7 +267,7 @@ WS_INLINE void store_tail(double* p, int64_t n, vd v) {
 #if defined(__AVX512F__)
   _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << n) - 1), v);
 #elif defined(__AVX2__)
-  _mm256_maskstore_pd(p, __builtin_bit_cast(__m256i, vl{0, 1, 2, 3} < n), v);
+  _mm256_maskstore_pd(p, __builtin_bit_cast(__m256i, lane_index_d() < n), v);
 #else
   p[0] = v[0];  // n = 1
 #endif
@@ -272,11 +277,7 @@ WS_INLINE void store_tail(double* p, int64_t n, vd v) {
 WS_INLINE vf first_lanes(vf v, int64_t n, float pad) {
   return lane_index() < static_cast<int32_t>(n) ? v : splat(pad);
 }
-WS_INLINE vd first_lanes(vd v, int64_t n, double pad) {
-  vl i;
-  for (int j = 0; j < WD; ++j) i[j] = j;  // a constant after folding
-  return i < n ? v : vd{} + pad;
-}
+WS_INLINE vd first_lanes(vd v, int64_t n, double pad) { return lane_index_d() < n ? v : vd{} + pad; }
 
 // Elements [0, k) at p, k <= the lanes of T's vector, padded with `pad` when fewer.
 template <typename T>
