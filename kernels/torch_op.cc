@@ -12,9 +12,12 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
+#include <sys/mman.h>
 
+#include <cstdlib>
 #include <limits>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -68,12 +71,36 @@ Rows as_rows(const at::Tensor& t, int64_t dim, const char* op) {
   return rows(c10::MaybeOwned<at::Tensor>::owned(x.contiguous()));
 }
 
+// A new tensor like `like` for a kernel to write, its whole 2 MiB pages backed by
+// transparent huge pages on the CPU. torch's allocator takes a result of 32 MiB or
+// more straight from mmap each time (glibc reuses smaller ones), and the first write
+// then faults in each 4 KiB page: 256x32768 float32 took 14.2 ms a call here, 6.2-6.8
+// ms with the advice (one thread, Intel Xeon VM, THP "madvise": kernels/BENCHMARKS.md).
+// NumPy gives its own arrays this advice from 4 MiB, and the TF op ran no faster with it
+// (its allocator keeps its memory): the other bindings need none. Advice only: where THP
+// is off it changes nothing; WARP_SOFTMAX_HUGE_PAGES=0 turns it off (as NumPy's
+// NUMPY_MADVISE_HUGEPAGE=0), for a kernel whose huge pages cost more than they save.
+at::Tensor new_result(const at::Tensor& like) {
+  static const bool advise = [] {
+    const char* setting = std::getenv("WARP_SOFTMAX_HUGE_PAGES");
+    return !(setting && std::string(setting) == "0");
+  }();
+  at::Tensor out = at::empty_like(like);
+  if (advise && out.device().is_cpu()) {
+    constexpr uintptr_t kHuge = uintptr_t{1} << 21;
+    const uintptr_t start = reinterpret_cast<uintptr_t>(out.data_ptr());
+    const uintptr_t begin = (start + kHuge - 1) & ~(kHuge - 1), end = (start + out.nbytes()) & ~(kHuge - 1);
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+  }
+  return out;
+}
+
 // `result` (dim last, contiguous) laid out like `like`.
 at::Tensor restore_layout(const at::Tensor& result, const at::Tensor& like, int64_t dim) {
   if (like.dim() == 0) return result.reshape({});
   at::Tensor moved = dim == like.dim() - 1 ? result : result.movedim(-1, dim);
   if (moved.strides() == like.strides()) return moved;
-  at::Tensor out = at::empty_like(like);
+  at::Tensor out = new_result(like);
   out.copy_(moved);
   return out;
 }
@@ -117,7 +144,7 @@ at::Tensor forward(const at::Tensor& self, int64_t dim, bool log) {
   const char* op = log ? "warp_log_softmax" : "warp_softmax";
   check_input(self, "input", op);
   Rows in = as_rows(self, dim, op);
-  at::Tensor y = at::empty_like(*in.data);
+  at::Tensor y = new_result(*in.data);
   if (in.data->numel() == 0) return restore_layout(y, self, in.dim);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, in.data->scalar_type(), "warp_softmax", [&] {
     using core_t = Core<scalar_t>;
@@ -146,7 +173,7 @@ at::Tensor backward(const at::Tensor& grad_output, const at::Tensor& output, int
               op, ": grad_output and output must have the same dtype and device");
   Rows g = as_rows(grad_output, dim, op);
   Rows y = as_rows(output, dim, op);
-  at::Tensor dx = at::empty_like(*g.data);
+  at::Tensor dx = new_result(*g.data);
   if (g.data->numel() == 0) return restore_layout(dx, output, g.dim);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, g.data->scalar_type(), "warp_softmax_backward", [&] {
     using core_t = Core<scalar_t>;
@@ -265,7 +292,7 @@ at::Tensor masked(const at::Tensor& self, const std::optional<at::Tensor>& mask_
   }
   Rows in = as_rows(x, dim, op);
   const bool over_self = in_place && in.data->is_same(self);
-  at::Tensor y = over_self ? self : at::empty_like(*in.data);
+  at::Tensor y = over_self ? self : new_result(*in.data);
   if (in.data->numel() == 0) return in_place ? self : restore_layout(y, x, in.dim);
   MaskRows m{mask, {0, {}, {}}};
   if (mask.defined()) m = mask_rows(mask, in.data->sizes(), in.dim);

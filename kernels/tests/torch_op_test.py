@@ -306,3 +306,50 @@ print("ok")
     out = subprocess.run([sys.executable, "-c", script], env=dict(os.environ, WARP_SOFTMAX_CACHE_BYTES="1"),
                          capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
+
+def _huge_page_advised(address):
+    """Whether the mapping holding `address` was advised MADV_HUGEPAGE (its "hg" flag)."""
+    mapped = False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split(" ", 1)[0]
+            if "-" in head and not head.endswith(":"):  # a mapping's first line: start-end
+                start, end = (int(part, 16) for part in head.split("-"))
+                mapped = start <= address < end
+            elif mapped and line.startswith("VmFlags:"):
+                return "hg" in line.split()[1:]
+    raise AssertionError("no mapping holds address %#x" % address)
+
+
+needs_thp = pytest.mark.skipif(not os.path.exists("/sys/kernel/mm/transparent_hugepage"),
+                               reason="this kernel has no transparent huge pages")
+
+
+@needs_thp
+def test_a_large_result_is_advised_huge_pages():
+    # A result of 32 MiB or more is mapped afresh by torch's allocator; 4 KiB pages made
+    # writing it most of a call's time (torch_op.cc's new_result).
+    x = torch.randn(256, 32768)
+    y = kernels.warp_softmax(x)
+    results = {"softmax": y, "log_softmax": kernels.warp_log_softmax(x),
+               "softmax over dim 0": kernels.warp_softmax(x, 0),
+               "backward": kernels.warp_softmax_backward(x, y, -1),
+               "masked": kernels.warp_softmax_masked(x, x > 0, 0.5, -1)}
+    for name, result in results.items():
+        assert _huge_page_advised(result.data_ptr() + (4 << 20)), name
+    assert not _huge_page_advised(x.data_ptr() + (4 << 20))  # (torch's own allocation: not)
+
+
+@needs_thp
+def test_huge_pages_turned_off_by_the_environment():
+    import subprocess
+    import sys
+    script = ("import torch, kernels\n"
+              "from kernels.tests.torch_op_test import _huge_page_advised\n"
+              "y = kernels.warp_softmax(torch.randn(256, 32768))\n"
+              "print(_huge_page_advised(y.data_ptr() + (4 << 20)))\n")
+    for setting, advised in (("0", "False"), ("1", "True")):
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             env=dict(os.environ, WARP_SOFTMAX_HUGE_PAGES=setting))
+        assert out.returncode == 0 and out.stdout.split() == [advised], out.stderr[-3000:]
