@@ -24,7 +24,10 @@ for that level. Writes a PNG plot and the
 figures as JSON beside it. Outputs are allocated from the heap and never
 returned to the system (MALLOC_MMAP_MAX_=0, MALLOC_TRIM_THRESHOLD_) for every
 implementation alike, so page faults of fresh pages don't drown the kernels'
-differences.
+differences; --system-malloc keeps glibc's defaults instead, as a user's
+process has them: there each result of 32 MiB or more is mapped afresh, and the
+time to fault in its pages counts (warp_softmax asks for huge pages for its
+results: kernels/torch_op.cc).
 """
 
 import argparse
@@ -298,6 +301,10 @@ def main(argv=None):
     parser.add_argument("--cuda-graph", action="store_true",
                         help="with --device cuda: time replays of a CUDA graph of one call, the "
                              "kernels' time without the host's (Python, dispatch, launch)")
+    parser.add_argument("--system-malloc", action="store_true",
+                        help="keep glibc's default allocation, as a user's process has it: each "
+                             "result of 32 MiB or more is mapped afresh, its page faults timed "
+                             "(default: results reused from the heap, the kernels' time alone)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args([a for a in argv])
     try:
@@ -309,9 +316,12 @@ def main(argv=None):
         parser.error("--threads takes positive counts")
     if args.device == "cuda":
         args.threads = args.threads[:1]  # the host's thread count does not run CUDA kernels
+        if args.system_malloc:
+            parser.error("--system-malloc is for --device cpu (CUDA results come from torch's cache)")
     elif args.cuda_graph:
         parser.error("--cuda-graph needs --device cuda")
-    if args.device == "cpu" and any(os.environ.get(k) != v for k, v in _MALLOC_ENV.items()):
+    if (args.device == "cpu" and not args.system_malloc
+            and any(os.environ.get(k) != v for k, v in _MALLOC_ENV.items())):
         # glibc reads it at start-up: run again with it set.
         os.execve(sys.executable, [sys.executable, os.path.abspath(__file__)] + argv,
                   dict(os.environ, **_MALLOC_ENV))
@@ -324,8 +334,11 @@ def main(argv=None):
         json.dump(run_configs(args, sizes), sys.stdout)
         return
     where = torch.cuda.get_device_name() if args.device == "cuda" else cpu_model()
-    title = "warp_softmax vs torch %s on %s%s" % (torch.__version__, where,
-                                                  ", CUDA graph replays" if args.cuda_graph else "")
+    malloc = None if args.device == "cuda" else "glibc's default" if args.system_malloc else (
+        "heap only: " + " ".join("%s=%s" % kv for kv in sorted(_MALLOC_ENV.items())))
+    title = "warp_softmax vs torch %s on %s%s%s" % (
+        torch.__version__, where, ", CUDA graph replays" if args.cuda_graph else "",
+        ", glibc's default malloc" if args.system_malloc else "")
     print(title + "; median of %d interleaved rounds" % args.rounds)
     records = run_levels(args, [a for a in argv]) if args.device == "cpu" else run_configs(args, sizes)
     configs = {}
@@ -340,7 +353,7 @@ def main(argv=None):
     first = next(iter(configs))
     plot(configs[first], path, "%s (%s, %d thread(s), %s)" % ((title,) + first[:1] + first[2:]))
     with open(os.path.splitext(path)[0] + ".json", "w") as f:
-        json.dump(dict(cpu=where, torch=torch.__version__, records=records), f, indent=1)
+        json.dump(dict(cpu=where, torch=torch.__version__, malloc=malloc, records=records), f, indent=1)
     print("plot: %s (%s, %d thread(s), %s); figures: %s" % (
         path, first[0], first[2], first[3], os.path.splitext(path)[0] + ".json"))
 

@@ -1,5 +1,6 @@
 """`bazel run //kernels:bench` end to end at one tiny size: every pass and peer timed in each
-round, the summary, the plot and its JSON; bad arguments refused with a usage message."""
+round, the summary, the plot and its JSON (with glibc's malloc settings or the bench's); bad
+arguments refused with a usage message."""
 
 import json
 import subprocess
@@ -28,9 +29,19 @@ def test_one_size_times_every_pass_and_peer_and_writes_the_figures(tmp_path):
     assert set(timed) == {(p, i) for p in bench.PASSES for i in bench.IMPLS if i != "torch.compile"}
     assert all(len(rounds) == 3 and min(rounds) > 0 for rounds in timed.values())
     assert {r["isa"] for r in records} == {"baseline"} and {r["aten"] for r in records} == {"DEFAULT"}
+    assert json.loads((tmp_path / "b.json").read_text())["malloc"].startswith("heap only")
+
+
+def test_system_malloc_keeps_glibcs_defaults_and_says_so(tmp_path):
+    out = run(*ARGS, "--system-malloc", "--plot", str(tmp_path / "b.png"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "glibc's default malloc" in out.stdout.splitlines()[0]
+    assert json.loads((tmp_path / "b.json").read_text())["malloc"] == "glibc's default"
 
 
 def test_bad_sizes_and_threads_are_usage_errors():
-    for bad in (["--sizes", "8by16"], ["--sizes", "0x16"], ["--threads", "0"]):
+    for bad, says in ((["--sizes", "8by16"], "--sizes"), (["--sizes", "0x16"], "--sizes"),
+                      (["--threads", "0"], "--threads"),
+                      (["--device", "cuda", "--system-malloc"], "--system-malloc is for")):
         out = run(*bad)
-        assert out.returncode == 2 and "usage:" in out.stderr, bad
+        assert out.returncode == 2 and "usage:" in out.stderr and says in out.stderr, bad
