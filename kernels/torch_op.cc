@@ -71,15 +71,14 @@ Rows as_rows(const at::Tensor& t, int64_t dim, const char* op) {
   return rows(c10::MaybeOwned<at::Tensor>::owned(x.contiguous()));
 }
 
-// A new tensor like `like` for a kernel to write, its whole 2 MiB pages backed by
-// transparent huge pages on the CPU. torch's allocator takes a result of 32 MiB or
-// more straight from mmap each time (glibc reuses smaller ones), and the first write
-// then faults in each 4 KiB page: 256x32768 float32 took 14.2 ms a call here, 6.2-6.8
-// ms with the advice (one thread, Intel Xeon VM, THP "madvise": kernels/BENCHMARKS.md).
-// NumPy gives its own arrays this advice from 4 MiB, and the TF op ran no faster with it
-// (its allocator keeps its memory): the other bindings need none. Advice only: where THP
-// is off it changes nothing; WARP_SOFTMAX_HUGE_PAGES=0 turns it off (as NumPy's
-// NUMPY_MADVISE_HUGEPAGE=0), for a kernel whose huge pages cost more than they save.
+// A new tensor like `like` for a kernel to write, its whole 2 MiB pages advised to be
+// transparent huge pages on the CPU. glibc (under torch's allocator) maps each result of
+// 32 MiB or more afresh, and the first write faults in every 4 KiB page: 256x32768
+// float32 took 14.2 ms a call, 6.2-6.8 ms advised (kernels/BENCHMARKS.md). Smaller
+// results are advised too: other allocators map afresh sooner, and on reused memory the
+// advice costs only its call (about 1 us). NumPy advises its own arrays, and TF's
+// allocator keeps its memory: the other bindings need none. WARP_SOFTMAX_HUGE_PAGES=0
+// at the first call turns it off (as NUMPY_MADVISE_HUGEPAGE=0 does NumPy's).
 at::Tensor new_result(const at::Tensor& like) {
   static const bool advise = [] {
     const char* setting = std::getenv("WARP_SOFTMAX_HUGE_PAGES");
@@ -245,7 +244,8 @@ MaskRows mask_rows(at::Tensor mask, at::IntArrayRef moved, int64_t d) {
 // where self is already the kernel's rows in the result's dtype, and copied in
 // otherwise. The attention scores a model makes are read by this softmax alone,
 // and a 100 MB result allocated anew costs its page faults: 27 ms of 33 for
-// BERT's 8x12x512x512 scores on an AMD EPYC Zen 5, 2 threads.
+// BERT's 8x12x512x512 scores on an AMD EPYC Zen 5, 2 threads (4 KiB pages, before
+// new_result's huge pages).
 at::Tensor masked(const at::Tensor& self, const std::optional<at::Tensor>& mask_arg,
                   const at::Scalar& scale_arg, int64_t dim, bool in_place) {
   const char* op = in_place ? "warp_softmax_masked_" : "warp_softmax_masked";
