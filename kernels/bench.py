@@ -238,6 +238,15 @@ def cpu_model():
     return platform.processor() or "unknown CPU"
 
 
+def thp_mode():
+    """The kernel's transparent huge page mode ("always", "madvise", "never"), or None."""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return f.read().split("[", 1)[1].split("]", 1)[0]
+    except (OSError, IndexError):
+        return None
+
+
 def run_configs(args, sizes):
     """Measures every thread count, dtype and size in this process: a list of records."""
     import torch
@@ -304,7 +313,9 @@ def main(argv=None):
     parser.add_argument("--system-malloc", action="store_true",
                         help="keep glibc's default allocation, as a user's process has it: each "
                              "result of 32 MiB or more is mapped afresh, its page faults timed "
-                             "(default: results reused from the heap, the kernels' time alone)")
+                             "(default: results reused from the heap, the kernels' time alone). "
+                             "warp_softmax's results ask for huge pages; torch's do with "
+                             "THP_MEM_ALLOC_ENABLE=1")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args([a for a in argv])
     try:
@@ -320,11 +331,13 @@ def main(argv=None):
             parser.error("--system-malloc is for --device cpu (CUDA results come from torch's cache)")
     elif args.cuda_graph:
         parser.error("--cuda-graph needs --device cuda")
-    if (args.device == "cpu" and not args.system_malloc
-            and any(os.environ.get(k) != v for k, v in _MALLOC_ENV.items())):
-        # glibc reads it at start-up: run again with it set.
-        os.execve(sys.executable, [sys.executable, os.path.abspath(__file__)] + argv,
-                  dict(os.environ, **_MALLOC_ENV))
+    if args.device == "cpu":
+        # glibc reads them at start-up: run again with them set (--system-malloc: unset).
+        env = {k: v for k, v in os.environ.items() if k not in _MALLOC_ENV}
+        if not args.system_malloc:
+            env.update(_MALLOC_ENV)
+        if any(os.environ.get(k) != env.get(k) for k in _MALLOC_ENV):
+            os.execve(sys.executable, [sys.executable, os.path.abspath(__file__)] + argv, env)
 
     import torch
 
@@ -334,8 +347,9 @@ def main(argv=None):
         json.dump(run_configs(args, sizes), sys.stdout)
         return
     where = torch.cuda.get_device_name() if args.device == "cuda" else cpu_model()
-    malloc = None if args.device == "cuda" else "glibc's default" if args.system_malloc else (
-        "heap only: " + " ".join("%s=%s" % kv for kv in sorted(_MALLOC_ENV.items())))
+    # What this process (and so each level's) runs with, read back, not assumed.
+    set_here = " ".join("%s=%s" % (k, os.environ[k]) for k in sorted(_MALLOC_ENV) if k in os.environ)
+    malloc = None if args.device == "cuda" else "heap only: " + set_here if set_here else "glibc's default"
     title = "warp_softmax vs torch %s on %s%s%s" % (
         torch.__version__, where, ", CUDA graph replays" if args.cuda_graph else "",
         ", glibc's default malloc" if args.system_malloc else "")
@@ -353,7 +367,8 @@ def main(argv=None):
     first = next(iter(configs))
     plot(configs[first], path, "%s (%s, %d thread(s), %s)" % ((title,) + first[:1] + first[2:]))
     with open(os.path.splitext(path)[0] + ".json", "w") as f:
-        json.dump(dict(cpu=where, torch=torch.__version__, malloc=malloc, records=records), f, indent=1)
+        json.dump(dict(cpu=where, torch=torch.__version__, malloc=malloc, thp=thp_mode(),
+                       records=records), f, indent=1)
     print("plot: %s (%s, %d thread(s), %s); figures: %s" % (
         path, first[0], first[2], first[3], os.path.splitext(path)[0] + ".json"))
 
