@@ -26,7 +26,7 @@ returned to the system (MALLOC_MMAP_MAX_=0, MALLOC_TRIM_THRESHOLD_) for every
 implementation alike, so page faults of fresh pages don't drown the kernels'
 differences; --system-malloc keeps glibc's defaults instead, as a user's
 process has them: there each result of 32 MiB or more is mapped afresh, and the
-time to fault in its pages counts (warp_softmax asks for huge pages for its
+time to fault in its pages counts (warp_softmax asks for huge pages for such
 results: kernels/torch_op.cc).
 """
 
@@ -314,8 +314,8 @@ def main(argv=None):
                         help="keep glibc's default allocation, as a user's process has it: each "
                              "result of 32 MiB or more is mapped afresh, its page faults timed "
                              "(default: results reused from the heap, the kernels' time alone). "
-                             "warp_softmax's results ask for huge pages; torch's do with "
-                             "THP_MEM_ALLOC_ENABLE=1")
+                             "warp_softmax's results of that size ask for huge pages; "
+                             "torch's do with THP_MEM_ALLOC_ENABLE=1")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args([a for a in argv])
     try:
