@@ -27,7 +27,7 @@ implementation alike, so page faults of fresh pages don't drown the kernels'
 differences; --system-malloc keeps glibc's defaults instead, as a user's
 process has them: there each result of 32 MiB or more is mapped afresh, and the
 time to fault in its pages counts (warp_softmax asks for huge pages for such
-results: kernels/torch_op.cc).
+results: kernels/softmax.h's prepare_result).
 """
 
 import argparse

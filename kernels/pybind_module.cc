@@ -96,6 +96,7 @@ py::array forward_t(const py::array& x, int axis, bool log) {
   const int64_t rows = cols ? in.size() / cols : 0;
   const T* xp = in.data();
   T* yp = out.mutable_data();
+  warp_softmax::prepare_result(yp, out.nbytes());
   warp_softmax::cpu_isa();  // a bad WARP_SOFTMAX_ISA raises here, with the GIL held
   {
     py::gil_scoped_release release;
@@ -122,6 +123,7 @@ py::array backward_t(const py::array& dy, const py::array& y, int axis, bool log
   const int64_t rows = cols ? g.size() / cols : 0;
   const T *gp = g.data(), *yp = out.data();
   T* dxp = dx.mutable_data();
+  warp_softmax::prepare_result(dxp, dx.nbytes());
   warp_softmax::cpu_isa();  // a bad WARP_SOFTMAX_ISA raises here, with the GIL held
   {
     py::gil_scoped_release release;

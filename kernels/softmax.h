@@ -64,6 +64,20 @@ template <typename T>
 void forward_masked_cpu(const T* x, const T* mask, const MaskLayout& layout, double scale, T* y,
                         int64_t first_row, int64_t rows, int64_t cols);
 
+// Readies `bytes` at `p`, a CPU result just allocated and not yet written. glibc maps a
+// result of 32 MiB or more afresh on each call, and the first write faults in every 4 KiB
+// page: 256x32768 float32 took 14.2 ms a call, the kernel a third of it. Such a result's
+// whole 2 MiB pages are advised to be transparent huge pages and faulted in here, on the
+// calling thread: 6.0-6.8 ms (one thread, Intel Xeon VM: kernels/BENCHMARKS.md). Left to
+// the kernels' writes across a binding's threads, 1 call in 10-100 took 40-50 ms with two
+// threads (pages freed on one CPU and taken on the other go through the buddy allocator,
+// which this VM reports to its host). Smaller results are left alone: glibc reuses their
+// memory, and advised there, two threads' mean call at 16 MiB rose 25%. The torch and
+// NumPy bindings call it (NumPy advises its arrays itself: the faults are what remains);
+// TF's allocator keeps its memory. WARP_SOFTMAX_HUGE_PAGES=0 at the first call turns it
+// off (as NUMPY_MADVISE_HUGEPAGE=0 does NumPy's advice).
+void prepare_result(void* p, int64_t bytes);
+
 // The level in use, and the levels this CPU supports ("avx512, avx2, baseline"),
 // best first.
 const char* cpu_isa();

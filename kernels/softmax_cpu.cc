@@ -5,10 +5,12 @@
 // (avx512_bf16, avx512, avx2, baseline), as ATEN_CPU_CAPABILITY does for
 // ATen; tests and benchmarks switch it with set_cpu_isa. This file is
 // compiled for baseline x86-64: it must run on every CPU to choose.
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -160,6 +162,19 @@ int64_t cache_share() {
 }
 
 }  // namespace cpu
+
+void prepare_result(void* p, int64_t bytes) {
+  static const bool advise = [] {
+    const char* setting = std::getenv("WARP_SOFTMAX_HUGE_PAGES");
+    return !(setting && std::string(setting) == "0");
+  }();
+  constexpr int64_t kHuge = int64_t{1} << 21, kAlwaysMapped = int64_t{32} << 20;
+  if (!advise || bytes < kAlwaysMapped) return;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t begin = (start + kHuge - 1) & ~uintptr_t(kHuge - 1), end = (start + bytes) & ~uintptr_t(kHuge - 1);
+  madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+  for (uintptr_t page = begin; page < end; page += kHuge) *reinterpret_cast<volatile char*>(page) = 0;
+}
 
 const char* cpu_isa() { return cpu::kernels().name; }
 

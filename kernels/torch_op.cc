@@ -12,12 +12,9 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
-#include <sys/mman.h>
 
-#include <cstdlib>
 #include <limits>
 #include <optional>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -71,31 +68,10 @@ Rows as_rows(const at::Tensor& t, int64_t dim, const char* op) {
   return rows(c10::MaybeOwned<at::Tensor>::owned(x.contiguous()));
 }
 
-// A new tensor like `like` for a kernel to write. glibc (under torch's allocator) maps
-// each CPU result of 32 MiB or more afresh, and its first write faults in every 4 KiB
-// page: 256x32768 float32 took 14.2 ms a call, the kernel a third of it. Such a result's
-// whole 2 MiB pages are advised to be transparent huge pages and faulted in here, on the
-// calling thread: 6.0-6.8 ms (one thread, Intel Xeon VM: kernels/BENCHMARKS.md). Faulted
-// by the kernel across ATen's threads instead, 1 call in 10-100 took 40-50 ms with two
-// threads (pages freed on one CPU and taken on the other go through the buddy allocator,
-// which this VM reports to its host). Smaller results are left alone: glibc reuses their
-// memory, and advised there, two threads' mean call at 16 MiB rose 25%. NumPy
-// advises its own arrays, and TF's allocator keeps its memory: the other bindings need
-// none. WARP_SOFTMAX_HUGE_PAGES=0 at the first call turns it off (as
-// NUMPY_MADVISE_HUGEPAGE=0 does NumPy's).
+// A new tensor like `like` for a kernel to write (on huge pages where large: softmax.h).
 at::Tensor new_result(const at::Tensor& like) {
-  static const bool advise = [] {
-    const char* setting = std::getenv("WARP_SOFTMAX_HUGE_PAGES");
-    return !(setting && std::string(setting) == "0");
-  }();
-  constexpr uintptr_t kHuge = uintptr_t{1} << 21, kAlwaysMapped = uintptr_t{32} << 20;
   at::Tensor out = at::empty_like(like);
-  if (advise && out.device().is_cpu() && out.nbytes() >= kAlwaysMapped) {
-    const uintptr_t start = reinterpret_cast<uintptr_t>(out.data_ptr());
-    const uintptr_t begin = (start + kHuge - 1) & ~(kHuge - 1), end = (start + out.nbytes()) & ~(kHuge - 1);
-    madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-    for (uintptr_t page = begin; page < end; page += kHuge) *reinterpret_cast<volatile char*>(page) = 0;
-  }
+  if (out.device().is_cpu()) warp_softmax::prepare_result(out.data_ptr(), out.nbytes());
   return out;
 }
 
@@ -250,7 +226,7 @@ MaskRows mask_rows(at::Tensor mask, at::IntArrayRef moved, int64_t d) {
 // otherwise. The attention scores a model makes are read by this softmax alone,
 // and a 100 MB result allocated anew costs its page faults: 27 ms of 33 for
 // BERT's 8x12x512x512 scores on an AMD EPYC Zen 5, 2 threads (4 KiB pages, before
-// new_result's huge pages).
+// prepare_result's huge pages).
 at::Tensor masked(const at::Tensor& self, const std::optional<at::Tensor>& mask_arg,
                   const at::Scalar& scale_arg, int64_t dim, bool in_place) {
   const char* op = in_place ? "warp_softmax_masked_" : "warp_softmax_masked";

@@ -346,7 +346,7 @@ needs_thp = pytest.mark.skipif(not _advice_shows(), reason="no transparent huge 
 @needs_thp
 def test_a_large_result_is_advised_huge_pages():
     # glibc maps a result of 32 MiB or more afresh on each call; its 4 KiB pages' faults
-    # were most of a call's time (torch_op.cc's new_result).
+    # were most of a call's time (softmax.h's prepare_result).
     x = torch.randn(256, 32768)
     y = kernels.warp_softmax(x)
     results = {"softmax": y, "log_softmax": kernels.warp_log_softmax(x),
