@@ -96,10 +96,10 @@ py::array forward_t(const py::array& x, int axis, bool log) {
   const int64_t rows = cols ? in.size() / cols : 0;
   const T* xp = in.data();
   T* yp = out.mutable_data();
-  warp_softmax::prepare_result(yp, out.nbytes());
   warp_softmax::cpu_isa();  // a bad WARP_SOFTMAX_ISA raises here, with the GIL held
   {
-    py::gil_scoped_release release;
+    py::gil_scoped_release release;  // (faulting a large result in takes milliseconds too)
+    warp_softmax::prepare_result(yp, out.nbytes());
     parallel_rows(rows, cols, [&](int64_t begin, int64_t end) {
       warp_softmax::forward_cpu<T>(xp + begin * cols, yp + begin * cols, end - begin, cols, log);
     });
@@ -123,10 +123,10 @@ py::array backward_t(const py::array& dy, const py::array& y, int axis, bool log
   const int64_t rows = cols ? g.size() / cols : 0;
   const T *gp = g.data(), *yp = out.data();
   T* dxp = dx.mutable_data();
-  warp_softmax::prepare_result(dxp, dx.nbytes());
   warp_softmax::cpu_isa();  // a bad WARP_SOFTMAX_ISA raises here, with the GIL held
   {
     py::gil_scoped_release release;
+    warp_softmax::prepare_result(dxp, dx.nbytes());
     parallel_rows(rows, cols, [&](int64_t begin, int64_t end) {
       const int64_t off = begin * cols;
       warp_softmax::backward_cpu<T>(gp + off, yp + off, dxp + off, end - begin, cols, log);
