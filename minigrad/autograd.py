@@ -145,6 +145,9 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batche
                     continue  # (made before the captured tensors, or leading to none: `since`,
                     # `needed`)
                 if child is None:
+                    stamp = value._requires_grad  # (True, or a leaf's stamp: Tensor's setter)
+                    if stamp is not True and node is not None and stamp > node._sequence:
+                        continue  # (it came to require grad after this node was recorded)
                     _deliver(value, g, create_graph, into, delivered)
                 elif child in pending:
                     pending[child] = pending[child] + g

@@ -15,6 +15,9 @@ import numpy as np
 from minigrad.grad_mode import _State
 
 _ndarray = np.ndarray
+# id(leaf) -> (a weak reference to it, its stamp) for each leaf made not to require grad:
+# see the requires_grad setter.
+_lapsed = {}
 
 
 def _as_array(value):
@@ -101,7 +104,7 @@ class Tensor:
 
     @property
     def requires_grad(self):
-        return self._requires_grad
+        return self._requires_grad is not False  # (True, or a leaf's stamp: the setter's)
 
     @requires_grad.setter
     def requires_grad(self, value):
@@ -110,7 +113,22 @@ class Tensor:
                                % self.data.dtype)
         if not value and self.grad_fn is not None:
             raise RuntimeError("requires_grad can be changed only on leaf tensors; use detach()")
-        self._requires_grad = bool(value)
+        if not value:
+            if self._requires_grad:  # its stamp kept, for the nodes that hold an edge to it
+                key = id(self)
+                _lapsed[key] = (weakref.ref(self, lambda _, key=key: _lapsed.pop(key, None)),
+                                self._requires_grad)
+            self._requires_grad = False
+        elif not self._requires_grad:
+            # A leaf holds, in place of True, a stamp: a number above every node recorded so
+            # far. torch fixes a node's edges when it records it, so a leaf made to require grad
+            # after a node used it gets no gradient from that node (y = (x * c).sum();
+            # c.requires_grad_(); y.backward() leaves c.grad None); the engine compares the
+            # stamp with each node's sequence number (autograd.py). Back to True after False, a
+            # leaf takes its old stamp: torch keeps the edges of the nodes recorded before.
+            lapsed = _lapsed.pop(id(self), None)
+            self._requires_grad = (lapsed[1] if lapsed is not None and lapsed[0]() is self
+                                   else next(_function._sequence) + 1)  # (>= 1: truthy)
 
     def requires_grad_(self, requires_grad=True):
         """Sets requires_grad in place and returns the tensor, as torch's."""
@@ -316,6 +334,14 @@ class Tensor:
         return bool(self.data)
 
     __hash__ = object.__hash__
+
+    def __getstate__(self):
+        # A leaf's stamp (requires_grad's setter) numbers this process's nodes: unpickled in
+        # another, whose nodes count from 0, it would refuse their gradients.
+        state = {name: getattr(self, name) for name in self.__slots__ if name != "__weakref__"
+                 and hasattr(self, name)}
+        state["_requires_grad"] = self._requires_grad is not False
+        return None, state
 
     # -- operations (gradient rules in ops.py) ----------------------------------------------
 
@@ -800,4 +826,5 @@ def _is_int(e):
 
 
 # ops.py and autograd.py build on Tensor, so they are imported once Tensor exists.
-from minigrad import autograd as _autograd, dtypes as _dtypes, ops as _ops  # noqa: E402
+from minigrad import (autograd as _autograd, dtypes as _dtypes, function as _function,  # noqa: E402
+                      ops as _ops)

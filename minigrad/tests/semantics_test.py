@@ -1,5 +1,7 @@
 """PyTorch-exact semantics where minigrad used to differ: each test is named for the point."""
 
+import itertools
+import pickle
 import re
 import warnings
 
@@ -849,9 +851,60 @@ def test_setitem_errors_name_the_tensor_and_an_unsigned_tensor_takes_a_negative_
                 tensor(np.zeros(2, dtype))[0] = bad
 
 
+def test_a_tensor_made_to_require_grad_after_its_use_gets_no_gradient_from_it_like_torch():
+    # torch fixes a node's edges when it records it; minigrad's engine asked at backward time.
+    for tensor, grad in ((minigrad.Tensor, minigrad.grad), (torch.tensor, torch.autograd.grad)):
+        x = tensor(np.array([1.0, 2.0]), requires_grad=True)
+        c = tensor(np.array([3.0, 4.0]))
+        y = (x * c).sum()
+        c.requires_grad_(True)
+        assert c.requires_grad is True
+        with pytest.raises(RuntimeError, match="not (have been )?used"):
+            grad(y, [c], retain_graph=True)
+        y.backward()
+        assert c.grad is None and x.grad.tolist() == [3.0, 4.0]
+        d = x.detach()
+        y = (x * d).sum()
+        d.requires_grad_(True)
+        y.backward()
+        assert d.grad is None
+        (x * c).sum().backward()  # a node recorded since: c's gradient, as usual
+        assert c.grad.tolist() == [1.0, 2.0]
+
+
+def test_a_tensor_made_not_to_require_grad_and_back_keeps_its_edges_like_torch():
+    for tensor in (minigrad.Tensor, torch.tensor):
+        w = tensor(np.array([1.0, 2.0]), requires_grad=True)
+        y = (w * 3).sum()
+        w.requires_grad_(False)
+        assert w.requires_grad is False
+        w.requires_grad_(True)
+        y.backward()
+        assert w.grad.tolist() == [3.0, 3.0]
+        v = tensor(np.array([1.0, 2.0]), requires_grad=True)
+        z = (v * w).sum()
+        v.requires_grad_(False)  # (at backward time, as torch's AccumulateGrad asks)
+        z.backward()
+        assert v.grad is None and w.grad.tolist() == [4.0, 5.0]
+
+
+def test_an_unpickled_tensor_gets_its_gradient_in_a_process_of_its_own(monkeypatch):
+    # Nodes are numbered from 0 in each process (function._sequence, replaced here as a new
+    # process has it): a leaf pickled with this process's stamp got no gradient there.
+    from minigrad import function
+    for _ in range(3):
+        (minigrad.Tensor(np.ones(2), requires_grad=True) * 2).sum()
+    x = minigrad.Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    monkeypatch.setattr(function, "_sequence", itertools.count())
+    y = pickle.loads(pickle.dumps(x))
+    assert y.requires_grad is True and y.grad_fn is None
+    (y * y).sum().backward()
+    assert y.grad.tolist() == [2.0, 4.0]
+
+
 def test_a_tensor_made_to_require_grad_before_its_use_gets_every_gradient_like_torch():
-    # (a stamp tried for the case after its use shadowed the engine's own `since`: x.grad
-    # was None here, and nested func.grad gave zeros)
+    # (a stamp tried before for the case after its use shadowed the engine's own `since`:
+    # x.grad was None here, and nested func.grad gave zeros)
     for tensor, grad_fn in ((minigrad.Tensor, func.grad), (torch.tensor, torch.func.grad)):
         x = tensor(np.array([1.0, 2.0]), requires_grad=True)
         a = x * 2
