@@ -37,7 +37,7 @@ def _shape(value):
 
 
 def _needs(value):
-    return value.__class__ is Tensor and value._requires_grad
+    return value.__class__ is Tensor and value._requires_grad is not False  # (a leaf: its stamp)
 
 
 def _sum_to(grad, shape):

@@ -888,6 +888,18 @@ def test_a_tensor_made_not_to_require_grad_and_back_keeps_its_edges_like_torch()
         assert v.grad is None and w.grad.tolist() == [4.0, 5.0]
 
 
+def test_a_product_saves_each_operand_once_whenever_its_leaves_came_to_require_grad():
+    # A leaf's stamp is a number: a product's (b,) * needs(a) once saved it thousands of times,
+    # and the per-example loop of grad calls ran 100 times slower.
+    for _ in range(50):
+        (minigrad.Tensor(np.ones(2), requires_grad=True) * 2).sum()
+    x = minigrad.Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    w = minigrad.Tensor(np.array([3.0, 4.0]), requires_grad=True)
+    assert len((x * w).grad_fn.saved_tensors) == 2
+    assert len((x * 2.0).grad_fn.saved_tensors) == 0
+    assert len(F.linear(minigrad.Tensor(np.ones((1, 2))), x.reshape(1, 2)).grad_fn.saved_tensors) == 1
+
+
 def test_an_unpickled_tensor_gets_its_gradient_in_a_process_of_its_own(monkeypatch):
     # Nodes are numbered from 0 in each process (function._sequence, replaced here as a new
     # process has it): a leaf pickled with this process's stamp got no gradient there.
