@@ -16,7 +16,7 @@ import numpy as np
 from minigrad import ops
 from minigrad.function import FREED_MESSAGE
 from minigrad.grad_mode import _State, tracing
-from minigrad.tensor import Tensor
+from minigrad.tensor import Tensor, records_edge
 
 _wrap = Tensor._wrap
 
@@ -44,7 +44,7 @@ def reaches_other_leaf(outputs, inputs):
     for node in _nodes([o.grad_fn for o in outputs]):
         for value in node.inputs:
             if (value.__class__ is Tensor and value._requires_grad and value.grad_fn is None
-                    and id(value) not in own):
+                    and id(value) not in own and records_edge(node, value)):
                 return True
     return False
 
@@ -145,9 +145,8 @@ def _run(outputs, grad_outputs, retain_graph, create_graph, capture=None, batche
                     continue  # (made before the captured tensors, or leading to none: `since`,
                     # `needed`)
                 if child is None:
-                    stamp = value._requires_grad  # (True, or a leaf's stamp: Tensor's setter)
-                    if stamp is not True and node is not None and stamp > node._sequence:
-                        continue  # (it came to require grad after this node was recorded)
+                    if node is not None and not records_edge(node, value):
+                        continue  # (it did not require grad when this node was recorded)
                     _deliver(value, g, create_graph, into, delivered)
                 elif child in pending:
                     pending[child] = pending[child] + g
@@ -221,7 +220,8 @@ def _reaching(outputs, capture, captured_nodes, since, stop):
         todo.pop()
         done.add(node)
         if (node in captured_nodes or any(c in needed for c in children)
-                or any(v.__class__ is Tensor and id(v) in leaves for v in node.inputs)):
+                or any(v.__class__ is Tensor and id(v) in leaves and records_edge(node, v)
+                       for v in node.inputs)):
             needed.add(node)
     return needed
 

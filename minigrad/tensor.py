@@ -15,9 +15,41 @@ import numpy as np
 from minigrad.grad_mode import _State
 
 _ndarray = np.ndarray
-# id(leaf) -> (a weak reference to it, its stamp) for each leaf made not to require grad:
-# see the requires_grad setter.
+# id(leaf) -> (a weak reference to it, the spans in which it required grad) for each leaf
+# made not to require grad: see the requires_grad setter.
 _lapsed = {}
+
+
+class _Spans:
+    """A leaf's stamp once it was made not to require grad and back: the spans of node numbers
+    [first, end) in which it required grad, the last open (end None)."""
+
+    __slots__ = ("spans",)
+
+    def __init__(self, spans):
+        self.spans = spans
+
+    def covers(self, sequence):
+        return any(first <= sequence and (end is None or sequence < end)
+                   for first, end in self.spans)
+
+
+def _spans(stamp, end):
+    """The closed spans of a leaf's stamp (True: from the first node) made not to require grad
+    when `end` was the next node's number."""
+    if stamp.__class__ is _Spans:
+        return stamp.spans[:-1] + ((stamp.spans[-1][0], end),)
+    return ((0 if stamp is True else stamp, end),)
+
+
+def records_edge(node, leaf):
+    """Whether `node` holds an edge to `leaf`, a tensor that requires grad and has no grad_fn:
+    whether it required grad when the node was recorded, as torch's nodes fix their edges."""
+    stamp = leaf._requires_grad
+    if stamp is True:
+        return True
+    sequence = node._sequence
+    return stamp <= sequence if stamp.__class__ is int else stamp.covers(sequence)
 
 
 def _as_array(value):
@@ -114,21 +146,23 @@ class Tensor:
         if not value and self.grad_fn is not None:
             raise RuntimeError("requires_grad can be changed only on leaf tensors; use detach()")
         if not value:
-            if self._requires_grad:  # its stamp kept, for the nodes that hold an edge to it
-                key = id(self)
+            if self._requires_grad:  # the spans it required grad in, kept for its edges
+                key, end = id(self), next(_function._sequence)
                 _lapsed[key] = (weakref.ref(self, lambda _, key=key: _lapsed.pop(key, None)),
-                                self._requires_grad)
+                                _spans(self._requires_grad, end))
             self._requires_grad = False
         elif not self._requires_grad:
             # A leaf holds, in place of True, a stamp: a number above every node recorded so
             # far. torch fixes a node's edges when it records it, so a leaf made to require grad
             # after a node used it gets no gradient from that node (y = (x * c).sum();
-            # c.requires_grad_(); y.backward() leaves c.grad None); the engine compares the
-            # stamp with each node's sequence number (autograd.py). Back to True after False, a
-            # leaf takes its old stamp: torch keeps the edges of the nodes recorded before.
+            # c.requires_grad_(); y.backward() leaves c.grad None): the engine asks
+            # records_edge. Made not to require grad and back, a leaf holds the spans of node
+            # numbers in which it required grad (torch keeps those nodes' edges, and the nodes
+            # recorded in between hold none).
+            start = next(_function._sequence) + 1  # (>= 1: truthy)
             lapsed = _lapsed.pop(id(self), None)
-            self._requires_grad = (lapsed[1] if lapsed is not None and lapsed[0]() is self
-                                   else next(_function._sequence) + 1)  # (>= 1: truthy)
+            self._requires_grad = (_Spans(lapsed[1] + ((start, None),))
+                                   if lapsed is not None and lapsed[0]() is self else start)
 
     def requires_grad_(self, requires_grad=True):
         """Sets requires_grad in place and returns the tensor, as torch's."""

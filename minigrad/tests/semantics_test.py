@@ -8,6 +8,8 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import minigrad
 from minigrad import functional as F
@@ -860,8 +862,9 @@ def test_a_tensor_made_to_require_grad_after_its_use_gets_no_gradient_from_it_li
         c.requires_grad_(True)
         assert c.requires_grad is True
         with pytest.raises(RuntimeError, match="not (have been )?used"):
-            grad(y, [c], retain_graph=True)
-        y.backward()
+            grad(y, [c])
+        assert grad(y, [c], allow_unused=True) == (None,)
+        y.backward()  # (grad ran no node for c: the graph is not freed)
         assert c.grad is None and x.grad.tolist() == [3.0, 4.0]
         d = x.detach()
         y = (x * d).sum()
@@ -881,11 +884,23 @@ def test_a_tensor_made_not_to_require_grad_and_back_keeps_its_edges_like_torch()
         w.requires_grad_(True)
         y.backward()
         assert w.grad.tolist() == [3.0, 3.0]
+        # Frozen while a node was recorded (a GAN's discriminator in the generator's step),
+        # unfrozen before the backward: that node holds no edge to it; the others keep theirs.
+        x = tensor(np.array([3.0, 4.0]), requires_grad=True)
+        w.grad = None
+        y = (w * 3).sum()
+        w.requires_grad_(False)
+        y = y + (w * x).sum()
+        w.requires_grad_(True)
+        y = y + (w * 2).sum()
+        y.backward()
+        assert w.grad.tolist() == [5.0, 5.0] and x.grad.tolist() == [1.0, 2.0]
+        w.grad = None
         v = tensor(np.array([1.0, 2.0]), requires_grad=True)
         z = (v * w).sum()
         v.requires_grad_(False)  # (at backward time, as torch's AccumulateGrad asks)
         z.backward()
-        assert v.grad is None and w.grad.tolist() == [4.0, 5.0]
+        assert v.grad is None and w.grad.tolist() == [1.0, 2.0]
 
 
 def test_a_product_saves_each_operand_once_whenever_its_leaves_came_to_require_grad():
@@ -898,6 +913,30 @@ def test_a_product_saves_each_operand_once_whenever_its_leaves_came_to_require_g
     assert len((x * w).grad_fn.saved_tensors) == 2
     assert len((x * 2.0).grad_fn.saved_tensors) == 0
     assert len(F.linear(minigrad.Tensor(np.ones((1, 2))), x.reshape(1, 2)).grad_fn.saved_tensors) == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["freeze", "unfreeze", "use w", "use w and x"]), max_size=12),
+       st.booleans())
+@example(["freeze", "use w and x", "unfreeze"], False)
+def test_freezing_and_unfreezing_between_uses_gives_torchs_gradients(steps, start_frozen):
+    """Any order of requires_grad_(False/True) and uses, then one backward: the same .grad as
+    torch's, whose nodes hold an edge to a leaf only if it required grad when they were made."""
+    grads = []
+    for tensor in (minigrad.Tensor, torch.tensor):
+        w = tensor(np.array([1.0, 2.0]), requires_grad=not start_frozen)
+        x = tensor(np.array([3.0, 5.0]), requires_grad=True)
+        y = (x * 0.0).sum()
+        for k, step in enumerate(steps):
+            if step == "freeze":
+                w.requires_grad_(False)
+            elif step == "unfreeze":
+                w.requires_grad_(True)
+            else:  # a use weighted by its place, so that which uses gave a gradient shows
+                y = y + (w * x if step == "use w and x" else w).sum() * (k + 1.0)
+        y.backward()
+        grads.append([None if t.grad is None else t.grad.tolist() for t in (w, x)])
+    assert grads[0] == grads[1]
 
 
 def test_an_unpickled_tensor_gets_its_gradient_in_a_process_of_its_own(monkeypatch):
