@@ -30,16 +30,28 @@ class _Spans:
         self.spans = spans
 
     def covers(self, sequence):
-        return any(first <= sequence and (end is None or sequence < end)
-                   for first, end in self.spans)
+        for first, end in reversed(self.spans):  # (the newest first: most nodes are recent)
+            if first <= sequence:
+                return end is None or sequence < end
+        return False
+
+
+# A leaf frozen and unfrozen at every step (a GAN's discriminator) would gather a span a step:
+# past this many, the oldest gap is closed, so a node recorded in it, if a graph still held it
+# this many freezes later, would give the leaf a gradient where torch's would not.
+_MAX_SPANS = 8
 
 
 def _spans(stamp, end):
     """The closed spans of a leaf's stamp (True: from the first node) made not to require grad
     when `end` was the next node's number."""
-    if stamp.__class__ is _Spans:
-        return stamp.spans[:-1] + ((stamp.spans[-1][0], end),)
-    return ((0 if stamp is True else stamp, end),)
+    if stamp.__class__ is not _Spans:
+        return ((0 if stamp is True else stamp, end),)
+    first = stamp.spans[-1][0]
+    spans = stamp.spans[:-1] + (((first, end),) if first < end else ())  # (no node: no span)
+    if len(spans) > _MAX_SPANS:
+        spans = ((spans[0][0], spans[1][1]),) + spans[2:]
+    return spans
 
 
 def records_edge(node, leaf):

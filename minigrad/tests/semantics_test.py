@@ -939,6 +939,25 @@ def test_freezing_and_unfreezing_between_uses_gives_torchs_gradients(steps, star
     assert grads[0] == grads[1]
 
 
+def test_a_leaf_frozen_and_unfrozen_at_every_step_trains_like_torch_in_bounded_memory():
+    # A GAN's discriminator: frozen for the generator's step, unfrozen for its own.
+    ws, xs = [], []
+    for tensor in (torch.tensor, minigrad.Tensor):
+        w = tensor(np.array([1.0, 2.0]), requires_grad=True)
+        x = tensor(np.array([3.0, 5.0]), requires_grad=True)
+        for step in range(40):
+            w.requires_grad_(False)
+            (w * x).sum().backward()  # the generator's step: x's gradient only
+            w.requires_grad_(True)
+            ((w * x).sum() * step).backward()
+        ws.append(w.grad.tolist())
+        xs.append(x.grad.tolist())
+    assert ws[0] == ws[1] and xs[0] == xs[1]
+    # minigrad's w: the spans it required grad in, not one a step (tensor._MAX_SPANS closed
+    # ones, 8, and the open one)
+    assert len(w._requires_grad.spans) <= 9
+
+
 def test_an_unpickled_tensor_gets_its_gradient_in_a_process_of_its_own(monkeypatch):
     # Nodes are numbered from 0 in each process (function._sequence, replaced here as a new
     # process has it): a leaf pickled with this process's stamp got no gradient there.
