@@ -45,10 +45,11 @@ _MAX_SPANS = 8
 def _spans(stamp, end):
     """The closed spans of a leaf's stamp (True: from the first node) made not to require grad
     when `end` was the next node's number."""
-    if stamp.__class__ is not _Spans:
-        return ((0 if stamp is True else stamp, end),)
-    first = stamp.spans[-1][0]
-    spans = stamp.spans[:-1] + (((first, end),) if first < end else ())  # (no node: no span)
+    if stamp.__class__ is _Spans:
+        closed, first = stamp.spans[:-1], stamp.spans[-1][0]
+    else:
+        closed, first = (), 0 if stamp is True else stamp
+    spans = closed + (((first, end),) if first < end else ())  # (no node since: no span)
     if len(spans) > _MAX_SPANS:
         spans = ((spans[0][0], spans[1][1]),) + spans[2:]
     return spans
