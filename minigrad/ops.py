@@ -721,7 +721,12 @@ def relu_mask(grad, y):
     for both relu's gradient and its tangent. A product with the mask (y > 0) would make a
     NaN or inf grad NaN where x <= 0 and drop the grad where x is NaN; torch gives 0 and grad."""
     if _State.enabled or _State.transforms:  # recorded, or seen by a transform: on Tensors
-        return Where.apply(Compare.apply(np.less_equal, y, 0), 0, grad)
+        # Recorded with y in the graph (create_graph): the zeros are y's, with a zero
+        # derivative, so that the gradient depends on y as torch's threshold_backward(grad, y)
+        # does; a second gradient through it is then zero, as torch's, not 'does not require
+        # grad'.
+        zeros = Where.apply(False, y, 0) if _State.enabled and y._requires_grad else 0
+        return Where.apply(Compare.apply(np.less_equal, y, 0), zeros, grad)
     # A first-order backward (nothing records): on the arrays, without two operations'
     # bookkeeping (half this rule's time at a batch of 64). The select as a bit mask, all ones
     # or zero, built in place: as fast as a product with (y > 0) (64x128 float32: 4.3 us;
