@@ -387,7 +387,7 @@ class Tensor:
         # another, whose nodes count from 0, it would refuse their gradients.
         state = {name: getattr(self, name) for name in self.__slots__ if name != "__weakref__"
                  and hasattr(self, name)}
-        state["_requires_grad"] = self._requires_grad is not False
+        state["_requires_grad"] = self.requires_grad
         return None, state
 
     # -- operations (gradient rules in ops.py) ----------------------------------------------
