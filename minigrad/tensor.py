@@ -562,6 +562,30 @@ class Tensor:
         out = _ops.Where.apply(mask, value, self)  # (of the shapes broadcast, as torch's)
         return out if out.dtype == self.dtype else out.to(self.dtype)
 
+    def clamp(self, min=None, max=None):
+        """min(max(x, min), max) elementwise, as torch's: NaN stays NaN, a NaN bound makes every
+        element NaN, min > max gives max; the gradient passes where min <= x <= max (the bounds
+        included) and is 0 elsewhere, at NaN too. Bounds are numbers here (torch's also takes
+        tensors: where(x < m, m, x) gives a tensor bound its gradient). Built from Compare and
+        Where, whose rules serve every transform and hlo."""
+        if min is None and max is None:
+            raise RuntimeError("clamp: at least one of 'min' or 'max' must not be None (as in torch)")
+        for name, bound in (("min", min), ("max", max)):
+            if bound is not None and not isinstance(bound, (bool, int, float, np.number)):
+                raise TypeError("clamp: %s must be a number, got %s; for a tensor bound use "
+                                "where(x < m, m, x)" % (name, type(bound).__name__))
+        if self.dtype.kind == "c":
+            raise TypeError("clamp is not supported for complex types (as in torch)")
+        # The value, from the detached input: max(x, min), then min(that, max), NaN propagating.
+        value = self.detach()
+        if min is not None:
+            value = _ops.Where.apply(value < min if min == min else True, min, value)
+        if max is not None:
+            value = _ops.Where.apply(value > max if max == max else True, max, value)
+        inside = (self >= min if max is None else self <= max if min is None
+                  else _ops.Where.apply(self >= min, self <= max, False))
+        return _ops.Where.apply(inside, self, value)
+
     @property
     def T(self):
         return _ops.Permute.apply(self, tuple(range(self.ndim - 1, -1, -1)))

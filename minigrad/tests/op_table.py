@@ -64,4 +64,6 @@ CASES = {
     "permute_unsqueeze": (lambda L, a: a.permute(2, 0, 1).unsqueeze(1).exp()
                           * a.sum(1).T.unsqueeze(1).unsqueeze(-1), [arr(2, 3, 4)]),
     "sqrt": (lambda L, a: a.sqrt(), [arr(3, 4, low=0.5, high=2.0)]),
+    "clamp": (lambda L, a: a.clamp(-1.0, 1.0) * a.clamp(min=0.5).exp() + a.clamp(max=-0.5) ** 2,
+              [arr(3, 4)]),
 }

@@ -1779,3 +1779,50 @@ def test_cross_entropy_of_one_examples_logits_like_torch():
     np.testing.assert_allclose(mine.data, theirs.numpy(), rtol=1e-12)
     with pytest.raises(ValueError, match="0-d target"):
         F.cross_entropy(minigrad.Tensor(np.ones(5)), [1, 2])
+
+
+_SPECIAL = [float("nan"), float("inf"), float("-inf"), -2.0, -1.0, -0.0, 0.0, 0.5, 1.0, 3.0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(_SPECIAL) | st.floats(-4, 4), min_size=0, max_size=8),
+       st.sampled_from([None, float("nan"), -1.0, 0.0, 0.5, 1.0]),
+       st.sampled_from([None, float("nan"), -1.0, 0.0, 0.5, 1.0]))
+@example([float("nan"), 0.0, 1.0, 2.0], 2.0, 1.0)  # min > max: every element max
+def test_clamp_values_and_gradients_match_torch(values, low, high):
+    """clamp at its bounds (the gradient passes there), at NaN (stays NaN, gradient 0), with a
+    NaN bound (every element NaN), with min > max (every element max), one bound or both."""
+    if low is None and high is None:
+        with pytest.raises(RuntimeError, match="at least one of 'min' or 'max'"):
+            minigrad.Tensor(np.array(values)).clamp()
+        return
+    x = minigrad.Tensor(np.array(values, dtype=np.float64), requires_grad=True)
+    t = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    seed = np.arange(1.0, len(values) + 1)
+    y, u = x.clamp(low, high), t.clamp(low, high)
+    (y * minigrad.Tensor(seed)).sum().backward()
+    (u * torch.tensor(seed)).sum().backward()
+    np.testing.assert_array_equal(y.data, u.detach().numpy())
+    np.testing.assert_array_equal(x.grad.data, t.grad.numpy())
+
+
+def test_clamp_dtypes_views_and_errors_like_torch():
+    for data, low, high in [([1, 5], 0, 2), ([True, False], 0, 1), ([1, 5], 0.5, 2)]:
+        got = minigrad.Tensor(np.array(data)).clamp(low, high)
+        want = torch.tensor(data).clamp(low, high)
+        np.testing.assert_array_equal(got.data, want.numpy())
+        # int bounds keep an integer tensor's dtype; a float bound gives the default float
+        # (float64 in minigrad, float32 in torch: see dtypes.py)
+        assert got.dtype == (np.float64 if isinstance(low, float) else want.numpy().dtype)
+    assert minigrad.Tensor(np.float32([1, 5])).clamp(0.5, 2.0).dtype == np.float32
+    assert minigrad.Tensor(3.0).clamp(0, 1).shape == ()
+    assert minigrad.Tensor(np.zeros((0, 3))).clamp(0, 1).shape == (0, 3)
+    a = np.arange(12.0).reshape(3, 4)
+    np.testing.assert_array_equal(minigrad.Tensor(a).T[:, ::2].clamp(2, 9).data,
+                                  torch.tensor(a).T[:, ::2].clamp(2, 9).numpy())
+    with pytest.raises(TypeError, match="not supported for complex"):
+        minigrad.Tensor(np.array([1 + 1j])).clamp(0, 1)
+    with pytest.raises(TypeError, match="min must be a number.*where"):
+        minigrad.Tensor([1.0]).clamp(minigrad.Tensor(0.0), 1)
+    with pytest.raises(TypeError, match="max must be a number"):
+        minigrad.Tensor([1.0]).clamp(0, "1")
