@@ -401,39 +401,58 @@ WS_INLINE vd madd(vd a, vd b, double c) {
 // exactly 0 at the clamp, so exp(-inf) = 0 as masked softmax inputs need, with
 // no select. Most of the hot loops' arithmetic.
 //
-// AVX2: 2^(n/8) * e^r with n = round(8x / ln 2), |r| <= ln(2)/16: 2^(n/8) is
-// 2^k (k = floor(n/8)) times 2^(j/8), j = n mod 8, read from a register by
-// one vpermps (it takes the index's low three bits), and e^r a degree-3
-// polynomial (relative error 2.5e-8 in exact arithmetic). Against the
-// degree-5 form below: two multiply-adds fewer and a shorter chain, 3-6%
-// less time for the forward pass (AMD EPYC Zen 3, 4x1024 to 256x32768,
-// both builds in one process with their loops aligned alike), and over every
-// 16th float32 in [-87.3, 0] against double exp a maximum error of 1.93 ulp
-// and a mean of 0.078 (degree 5: 2.00 and 0.096). The other levels keep the
-// degree-5 form: SSE2 has no variable permute, and no AVX-512 machine was at
-// hand to measure one with a 16-entry table.
+// AVX2 and AVX-512: 2^(n/W) * e^r with n = round(W x / ln 2), |r| <= ln(2)/2W:
+// 2^(n/W) is 2^k (k = floor(n/W)) times 2^(j/W), j = n mod W, read from a
+// register of W entries by one vpermps (it takes the index's low bits), and
+// e^r a degree-3 polynomial fitted for least maximum relative error (2.5e-8
+// at W = 8, 1.6e-9 at W = 16, in exact arithmetic). Against the degree-5 form
+// below: two multiply-adds fewer and a shorter chain. AVX2: 3-6% less time
+// for the forward pass (AMD EPYC Zen 3, 4x1024 to 256x32768, both builds in
+// one process with their loops aligned alike), over every 16th float32 in
+// [-87.3, 0] against double exp a maximum error of 1.93 ulp and a mean of
+// 0.078 (degree 5: 2.00 and 0.096). AVX-512 (16 entries): an exp-and-sum loop
+// over a row in L1 took 6-9% less time (AMD EPYC Zen 4, one thread, both forms
+// in one binary), the whole forward on rows in L2 0-3% (within the noise of
+// separate processes), and over the same floats max 1.64 ulp, mean 0.076.
+// Results are 0 below about -87.4 (2^k's exponent field is 0), where exp is
+// under 1.2e-38.
 //
-// Other levels: 2^n * e^r with n = round(x / ln 2), |r| <= ln(2)/2, e^r a
-// degree-5 polynomial fitted for least maximum relative error (9.2e-8 in
-// exact arithmetic); a degree-6 Taylor polynomial, one FMA more, was less
-// accurate. 12 vector operations per vector (the clamp one vmaxps: see vmax),
-// 9 of them on the multiply pipes; the AVX2 form has 13, 8 on those pipes.
+// Baseline (SSE2 has no variable permute): 2^n * e^r with n = round(x / ln 2),
+// |r| <= ln(2)/2, e^r a degree-5 polynomial fitted for least maximum relative
+// error (9.2e-8 in exact arithmetic); a degree-6 Taylor polynomial, one FMA
+// more, was less accurate. 12 vector operations per vector (the clamp one
+// vmaxps: see vmax), 9 of them on the multiply pipes; the table form has 13,
+// 8 on those pipes.
 WS_INLINE vf exp_nonpositive(vf x) {
   const vf xc = vmax(splat(-88.0f), x);
-#if defined(__AVX2__) && !defined(__AVX512F__)
-  const vf biased = madd(xc, splat(11.541560327111707f), 12582912.0f + 127 * 8);  // low bits: n + 127 * 8
-  const vf n = biased - (12582912.0f + 127 * 8);
-  const vf r = madd(n, splat(2.6524305e-05f), madd(n, splat(-0.086669921875f), xc));  // x - n ln(2)/8, in two steps
-  vf p = splat(0.16664298f);
-  p = madd(p, r, 0.50006479f);
-  p = madd(p, r, 1.0f);
-  p = madd(p, r, 1.0f);
+#if defined(__AVX2__)
+  constexpr float kShift = 12582912.0f + 127 * W;  // low bits of the sum: n + 127 W
+  const vf biased = madd(xc, splat(W * 1.44269504088896341f), kShift);
+  const vf n = biased - kShift;
   const vi bits = __builtin_bit_cast(vi, biased);
-  const vf two_j8 = _mm256_permutevar8x32_ps(  // 2^(j/8), j = 0..7
+#if defined(__AVX512F__)
+  // x - n ln(2)/16, in two steps (ln(2)/16's high part has 9 bits: n times it is exact)
+  const vf r = madd(n, splat(1.3262152e-05f), madd(n, splat(-0.0433349609375f), xc));
+  vf p = madd(splat(0.16666721f), r, 0.50001615f);
+  const vf two_j = _mm512_permutexvar_ps(  // 2^(j/16), j = 0..15
+      __builtin_bit_cast(__m512i, bits),
+      _mm512_setr_ps(1.0f, 1.0442737824274138f, 1.0905077326652577f, 1.1387886347566916f,
+                     1.189207115002721f, 1.2418578120734840f, 1.2968395546510096f, 1.3542555469368927f,
+                     1.4142135623730951f, 1.4768261459394993f, 1.5422108254079407f, 1.6104903319492543f,
+                     1.681792830507429f, 1.7562521603732995f, 1.8340080864093424f, 1.9152065613971474f));
+  const vf two_k = __builtin_bit_cast(vf, (bits >> 4) << 23);  // (k + 127) << 23: 2^k
+#else
+  const vf r = madd(n, splat(2.6524305e-05f), madd(n, splat(-0.086669921875f), xc));  // x - n ln(2)/8
+  vf p = madd(splat(0.16664298f), r, 0.50006479f);
+  const vf two_j = _mm256_permutevar8x32_ps(  // 2^(j/8), j = 0..7
       _mm256_setr_ps(1.0f, 1.0905077326652577f, 1.189207115002721f, 1.2968395546510096f,
                      1.4142135623730951f, 1.5422108254079407f, 1.681792830507429f, 1.8340080864093424f),
       __builtin_bit_cast(__m256i, bits));
-  return p * (two_j8 * __builtin_bit_cast(vf, (bits >> 3) << 23));  // (k + 127) << 23: 2^k
+  const vf two_k = __builtin_bit_cast(vf, (bits >> 3) << 23);
+#endif
+  p = madd(p, r, 1.0f);
+  p = madd(p, r, 1.0f);
+  return p * (two_j * two_k);
 #else
   const vf biased = madd(xc, splat(1.44269504088896341f), 12582912.0f + 127.0f);
   const vf n = biased - (12582912.0f + 127.0f);
@@ -453,10 +472,11 @@ WS_INLINE vf exp_nonpositive(vf x) {
 // and torch's gives exp(y) for it (inf from ln(FLT_MAX) = 88.72 up). y is
 // capped at 88.75 (NaN passes: vminps returns its second operand), where
 // exp_nonpositive's 2^n is inf; above it, 2^n wrapped (2e-34 for y = 100).
-// Where 2^n is 2^128 and e^r < 1, from y = 88.38 (the AVX2 form: 88.68), the
-// result is inf for a finite exp(y) in the last half-binade below overflow:
-// splitting 2^n in two factors for those would cost this loop 5-8% at 64x64
-// (a test per vector) against the cap's 2%, for inputs no log-softmax makes.
+// Where 2^n is 2^128 and e^r < 1, from y = 88.38 (the table forms: 88.68 at
+// AVX2, 88.70 at AVX-512), the result is inf for a finite exp(y) in the last
+// half-binade below overflow: splitting 2^n in two factors for those would
+// cost this loop 5-8% at 64x64 (a test per vector) against the cap's 2%, for
+// inputs no log-softmax makes.
 WS_INLINE vf exp_any(vf y) {
 #if defined(__AVX512F__)
   return exp_nonpositive(_mm512_min_ps(splat(88.75f), y));
